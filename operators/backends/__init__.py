@@ -1,0 +1,1 @@
+"""Executor LLM backends behind one interface (`ChatBackend`)."""

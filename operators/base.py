@@ -1,0 +1,102 @@
+"""The operator contract: what every operator declares and how the engine calls it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from operators.backends.base import ChatBackend
+
+TaskType = Literal["math", "code", "qa", "general"]
+
+
+class Category(StrEnum):
+    PLANNING = "planning"
+    SOLVING = "solving"
+    VERIFICATION = "verification"
+    REVISION = "revision"
+    ENSEMBLE = "ensemble"
+    FORMATTING = "formatting"
+
+
+class Role(StrEnum):
+    """How an operator's output enters the workflow's data flow."""
+
+    GUIDANCE = "guidance"  # adds a plan / sub-problems for later stages; the solution is unchanged
+    SOLUTION = "solution"  # replaces the current solution
+    CHECKER = "checker"  # passes the solution through and sets verdict + feedback
+
+
+class CostClass(StrEnum):
+    NONE = "none"  # no LLM call (pure computation)
+    LIGHT = "light"  # usually one LLM call
+    HEAVY = "heavy"  # several LLM calls and/or sandbox runs
+
+
+class OperatorSpec(BaseModel):
+    """Static description of an operator: the one source for validation, prompts, engine and rewards."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$")
+    category: Category
+    role: Role
+    summary: str
+    when_to_use: str
+    signature: str
+    accepts_prompt: bool = True
+    needs_candidates: bool = False  # ensembles: select/combine the candidates of a parallel stage
+    legacy: bool = False  # available but not advertised to policies by default
+    cost: CostClass = CostClass.LIGHT
+
+
+class OperatorInput(BaseModel):
+    """Everything a stage can see: the task plus the workflow's running state."""
+
+    problem: str
+    task_type: TaskType = "general"
+    instruction: str | None = None  # the node's custom prompt
+    solution: str | None = None  # current solution text (answer or program output)
+    code: str | None = None  # current program (code tasks, Programmer/Test)
+    feedback: str | None = None  # last checker feedback
+    guidance: list[str] = Field(default_factory=list)  # Plan / Decompose outputs, oldest first
+    candidates: list[str] = Field(default_factory=list)  # outputs of the preceding parallel stage
+    entry_point: str | None = None
+    public_tests: str | None = None  # visible tests only; hidden grading tests never reach operators
+
+
+class OperatorOutput(BaseModel):
+    """Canonical result of one operator call. Errors are values: ok=False with an error, never an answer."""
+
+    ok: bool = True
+    text: str = ""
+    error: str | None = None
+    verdict: bool | None = None  # checkers: True = check passed
+    feedback: str | None = None  # checkers: why
+    code: str | None = None  # code-producing operators
+
+
+@dataclass
+class OperatorRuntime:
+    """Services an operator may use during one call."""
+
+    llm: ChatBackend
+    max_reasks: int = 2
+    sandbox_timeout_s: float = 10.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class Operator(ABC):
+    """Base class of every operator. Subclasses set `spec` and implement `run`."""
+
+    spec: ClassVar[OperatorSpec]
+    output_model: ClassVar[type[OperatorOutput]] = OperatorOutput
+
+    @abstractmethod
+    async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> OperatorOutput:
+        """Run once. Must not raise for model or code failures: return ok=False with an error."""

@@ -1,0 +1,132 @@
+"""Static specs of the built-in operators (12 advertised + 2 legacy), in our own words."""
+
+from __future__ import annotations
+
+from operators.base import Category, CostClass, OperatorSpec, Role
+
+_SPECS = [
+    OperatorSpec(
+        name="Plan",
+        category=Category.PLANNING,
+        role=Role.GUIDANCE,
+        summary="Writes a short step-by-step plan for the problem; later solvers receive it as guidance.",
+        when_to_use="At the start of multi-step problems. A plan is not an answer: add a solver after it.",
+        signature="Plan(problem) -> {text, steps[]}",
+    ),
+    OperatorSpec(
+        name="Decompose",
+        category=Category.PLANNING,
+        role=Role.GUIDANCE,
+        summary="Splits the problem into independent sub-problems that later solvers can address.",
+        when_to_use="When the problem has separable parts; follow with parallel solvers and Aggregate.",
+        signature="Decompose(problem) -> {text, subproblems[]}",
+    ),
+    OperatorSpec(
+        name="Custom",
+        category=Category.SOLVING,
+        role=Role.SOLUTION,
+        summary="Answers with the executor LLM following your instruction (the most flexible solver).",
+        when_to_use="General reasoning, QA and math in words; any step that needs a tailored instruction.",
+        signature="Custom(input, instruction) -> {text}",
+    ),
+    OperatorSpec(
+        name="AnswerGenerate",
+        category=Category.SOLVING,
+        role=Role.SOLUTION,
+        summary="Thinks step by step, then states a final answer separately from its reasoning.",
+        when_to_use="Questions with a short definite answer (numbers, names, choices).",
+        signature="AnswerGenerate(input) -> {text=answer, thought}",
+    ),
+    OperatorSpec(
+        name="Programmer",
+        category=Category.SOLVING,
+        role=Role.SOLUTION,
+        summary="Writes Python and runs it in the sandbox; math: a solve() whose return value is the answer; "
+        "code tasks: the requested function.",
+        when_to_use="Arithmetic, counting, exact computation, and every code task.",
+        signature="Programmer(problem, analysis?) -> {text=output or code, code, exec}",
+        cost=CostClass.HEAVY,
+    ),
+    OperatorSpec(
+        name="Test",
+        category=Category.VERIFICATION,
+        role=Role.CHECKER,
+        summary="Runs the current code against the task's public tests in the sandbox and repairs it on failure.",
+        when_to_use="Code tasks, right after Programmer.",
+        signature="Test(problem, code, entry_point, public_tests) -> {text=code, passed, exec, attempts}",
+        cost=CostClass.HEAVY,
+    ),
+    OperatorSpec(
+        name="Review",
+        category=Category.VERIFICATION,
+        role=Role.CHECKER,
+        summary="Critiques the current solution and returns a pass/fail verdict with concrete feedback.",
+        when_to_use="Free-text or reasoning answers; pair with Revise.",
+        signature="Review(problem, solution) -> {text=solution, passed, feedback}",
+    ),
+    OperatorSpec(
+        name="Verify",
+        category=Category.VERIFICATION,
+        role=Role.CHECKER,
+        summary="Solves the problem independently and checks the current answer against it (verdict + confidence).",
+        when_to_use="Math and factual answers; the usual guard before Revise or Format.",
+        signature="Verify(problem, answer) -> {text, passed, confidence, independent_answer}",
+    ),
+    OperatorSpec(
+        name="Revise",
+        category=Category.REVISION,
+        role=Role.SOLUTION,
+        summary="Rewrites the current solution using the last checker feedback.",
+        when_to_use="After a checker, typically as the branch taken when the check fails.",
+        signature="Revise(problem, solution, feedback) -> {text}",
+    ),
+    OperatorSpec(
+        name="ScEnsemble",
+        category=Category.ENSEMBLE,
+        role=Role.SOLUTION,
+        summary="Picks the most consistent candidate of a parallel stage (vote on normalised answers; "
+        "the LLM only breaks ties).",
+        when_to_use="Right after a parallel stage of solvers.",
+        signature="ScEnsemble(problem, candidates) -> {text, index, votes}",
+        needs_candidates=True,
+    ),
+    OperatorSpec(
+        name="Aggregate",
+        category=Category.ENSEMBLE,
+        role=Role.SOLUTION,
+        summary="Combines the candidates of a parallel stage (or sub-problem answers) into one answer.",
+        when_to_use="After Decompose + parallel solvers, or to merge complementary candidates.",
+        signature="Aggregate(problem, candidates) -> {text, reason}",
+        needs_candidates=True,
+    ),
+    OperatorSpec(
+        name="Format",
+        category=Category.FORMATTING,
+        role=Role.SOLUTION,
+        summary="Extracts the short final answer span from the current solution, nothing else.",
+        when_to_use="As the last stage whenever the solution is verbose.",
+        signature="Format(problem, solution) -> {text}",
+    ),
+    OperatorSpec(
+        name="CustomCodeGenerate",
+        category=Category.SOLVING,
+        role=Role.SOLUTION,
+        summary="Writes the requested function without running it (legacy; prefer Programmer).",
+        when_to_use="Legacy workflows only.",
+        signature="CustomCodeGenerate(problem, entry_point, instruction) -> {text=code, code}",
+        legacy=True,
+    ),
+    OperatorSpec(
+        name="MdEnsemble",
+        category=Category.ENSEMBLE,
+        role=Role.SOLUTION,
+        summary="Votes over several shuffled LLM judgements of the candidates (legacy; prefer ScEnsemble).",
+        when_to_use="Legacy workflows only.",
+        signature="MdEnsemble(problem, candidates) -> {text, index, votes}",
+        needs_candidates=True,
+        legacy=True,
+        cost=CostClass.HEAVY,
+    ),
+]
+
+BUILTIN_SPECS: dict[str, OperatorSpec] = {spec.name: spec for spec in _SPECS}
