@@ -1,0 +1,82 @@
+"""The seam between the canvas and whatever runs a workflow (the engine, or nothing at all)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from flowsteer_mcp.canvas.model import WorkflowGraph
+from flowsteer_mcp.canvas.options import TaskSpec
+
+ExecutionStatus = Literal["ok", "failed", "no_executor", "empty", "timeout", "cancelled"]
+
+
+class NodeTrace(BaseModel):
+    """One operator call of a run (a loop body node appears once per iteration)."""
+
+    node_id: str
+    operator: str
+    ok: bool
+    output: str = ""
+    error: str | None = None
+    verdict: bool | None = None
+    iteration: int | None = None
+    skipped: bool = False  # e.g. the untaken branch of a conditional
+    cached: bool = False
+    llm_calls: int = 0
+    tokens: int = 0
+    latency_s: float = 0.0
+    inputs_digest: str | None = None
+
+
+class ExecutionReport(BaseModel):
+    """Result of running the whole workflow once. `output` is the final answer: the current solution after
+    the last stage; it is None whenever the run failed (an error is never passed off as an answer)."""
+
+    status: ExecutionStatus
+    output: str | None = None
+    code: str | None = None  # final program for code tasks
+    error: str | None = None
+    llm_calls: int = 0
+    tokens: int = 0
+    duration_s: float = 0.0
+    cache_hits: int = 0
+    trace: list[NodeTrace] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class ProgressEvent(BaseModel):
+    node_id: str
+    operator: str
+    phase: Literal["started", "finished"]
+    completed: int  # operator calls finished so far in this run
+    total: int  # operator calls expected (upper bound when loops may exit early)
+
+
+ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
+
+
+class WorkflowExecutor(Protocol):
+    """Runs a canvas graph for a task. Must be cancellation-safe and must not raise for operator failures."""
+
+    async def run(
+        self, graph: WorkflowGraph, task: TaskSpec, *, progress: ProgressCallback | None = None
+    ) -> ExecutionReport: ...
+
+
+class NoExecutor:
+    """Used when no executor LLM is configured: the canvas still edits, and says clearly that nothing ran."""
+
+    async def run(
+        self, graph: WorkflowGraph, task: TaskSpec, *, progress: ProgressCallback | None = None
+    ) -> ExecutionReport:
+        return ExecutionReport(
+            status="no_executor",
+            error="no executor configured: the workflow was edited but not run "
+            "(configure an executor model to execute workflows)",
+        )

@@ -1,0 +1,119 @@
+"""The typed workflow graph: an ordered list of stages whose children are operator nodes.
+
+Children are typed as `OperatorNode` today; every traversal goes through `children()` so that nested
+structures could be added later by widening that type, without touching the callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class OperatorNode(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["operator"] = "operator"
+    id: str
+    operator: str
+    prompt: str | None = None
+
+
+class ParallelStage(BaseModel):
+    """Branches run concurrently on the same input; the stage yields their outputs as candidates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["parallel"] = "parallel"
+    id: str
+    branches: list[OperatorNode]
+
+
+class ConditionalStage(BaseModel):
+    """`check ? on_fail : on_pass`: run the checker; if its check FAILS run on_fail, else on_pass (or nothing)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["conditional"] = "conditional"
+    id: str
+    check: OperatorNode
+    on_fail: OperatorNode
+    on_pass: OperatorNode | None = None
+
+
+class LoopStage(BaseModel):
+    """The body runs up to `count` times; it stops early after an iteration whose checker passed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["loop"] = "loop"
+    id: str
+    body: list[OperatorNode]
+    count: int
+
+
+Stage = Annotated[OperatorNode | ParallelStage | ConditionalStage | LoopStage, Field(discriminator="kind")]
+StageKind = Literal["operator", "parallel", "conditional", "loop"]
+
+
+def children(stage: Stage) -> list[OperatorNode]:
+    """The operator nodes directly inside a stage, in execution/display order (empty for an operator)."""
+    if isinstance(stage, ParallelStage):
+        return list(stage.branches)
+    if isinstance(stage, ConditionalStage):
+        return [stage.check, stage.on_fail] + ([stage.on_pass] if stage.on_pass else [])
+    if isinstance(stage, LoopStage):
+        return list(stage.body)
+    return []
+
+
+def operator_nodes(stage: Stage) -> list[OperatorNode]:
+    """Every operator node of a stage: itself for an operator stage, its children otherwise."""
+    return [stage] if isinstance(stage, OperatorNode) else children(stage)
+
+
+class NodeLocation(BaseModel):
+    """Where a node id lives: the index of its top-level stage and, for a child, the child node."""
+
+    stage_index: int
+    stage: Stage
+    child: OperatorNode | None = None
+
+    @property
+    def node(self) -> OperatorNode | ParallelStage | ConditionalStage | LoopStage:
+        return self.child if self.child is not None else self.stage
+
+
+class WorkflowGraph(BaseModel):
+    """The canvas state proper. `next_index` only grows, so a node id is never handed out twice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stages: list[Stage] = Field(default_factory=list)
+    next_index: int = Field(default=1, ge=1)
+
+    def iter_operator_nodes(self) -> Iterator[OperatorNode]:
+        for stage in self.stages:
+            yield from operator_nodes(stage)
+
+    def locate(self, node_id: str) -> NodeLocation | None:
+        for index, stage in enumerate(self.stages):
+            if stage.id == node_id:
+                return NodeLocation(stage_index=index, stage=stage)
+            for child in children(stage):
+                if child.id == node_id:
+                    return NodeLocation(stage_index=index, stage=stage, child=child)
+        return None
+
+    def node_ids(self) -> list[str]:
+        ids: list[str] = []
+        for stage in self.stages:
+            ids.append(stage.id)
+            ids.extend(child.id for child in children(stage))
+        return ids
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.stages

@@ -1,0 +1,472 @@
+"""A canvas session: one workflow being built for one task, with rounds, prompt turns and the finish gate.
+
+`CanvasState` is plain data (persisted by the stores); `Canvas` applies steps to it. Every step either
+completes or leaves the state exactly as it was: an invalid edit raises CanvasError before any change, and an
+unexpected failure or a cancellation restores the snapshot taken at the start of the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Literal, TypeVar
+
+import structlog
+from pydantic import BaseModel, Field
+
+from flowsteer_mcp.canvas.actions import (
+    AddStage,
+    EditAction,
+    Finish,
+    ModifyNode,
+    apply_edit,
+)
+from flowsteer_mcp.canvas.blueprint import OperatorBlueprint, blueprint_of, slot_prompts, slots, stage_id, with_prompts
+from flowsteer_mcp.canvas.dialect import (
+    ActionTurn,
+    CancelTurn,
+    PromptTurn,
+    parse_action_turn,
+    parse_prompt_turn,
+)
+from flowsteer_mcp.canvas.dsl import render
+from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
+from flowsteer_mcp.canvas.execution import ExecutionReport, NoExecutor, ProgressCallback, WorkflowExecutor
+from flowsteer_mcp.canvas.feedback import render_feedback
+from flowsteer_mcp.canvas.finish import finish_violations
+from flowsteer_mcp.canvas.hints import Hint, advise
+from flowsteer_mcp.canvas.model import OperatorNode, Stage, WorkflowGraph, children
+from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
+from flowsteer_mcp.canvas.stats import GraphStats, graph_stats
+from flowsteer_mcp.canvas.step import (
+    CanvasStatus,
+    ExecutionView,
+    NodeView,
+    PromptRequest,
+    StateView,
+    StepResult,
+)
+from flowsteer_mcp.canvas.validate import CanvasRules
+from operators.registry import OperatorRegistry
+
+log = structlog.get_logger(__name__)
+HISTORY_TEXT_CHARS = 2000
+T = TypeVar("T")
+
+
+class PendingEdit(BaseModel):
+    """An add/modify waiting for prompt turns; applied atomically once every prompt has arrived."""
+
+    action: AddStage | ModifyNode
+    node_ids: list[str]
+    slots: list[str]
+    operators: list[str]
+    prompts: list[str | None]
+
+    @property
+    def next_slot(self) -> int:
+        return next(i for i, p in enumerate(self.prompts) if p is None)
+
+
+class HistoryEntry(BaseModel):
+    round: int
+    source: Literal["act", "tool"]
+    input: str
+    ok: bool
+    message: str
+    dsl: str
+
+
+class EpisodeEnd(BaseModel):
+    reason: Literal["finished", "budget_exhausted"]
+    round: int
+    final_answer: str | None = None  # the executed output; this is what gets scored
+    final_code: str | None = None
+    claimed_answer: str | None = None  # the `<answer>` a policy wrote with finish: recorded, never scored
+
+
+class CanvasState(BaseModel):
+    task: TaskSpec
+    options: CanvasOptions = Field(default_factory=CanvasOptions)
+    graph: WorkflowGraph = Field(default_factory=WorkflowGraph)
+    status: CanvasStatus = "building"
+    rounds_used: int = 0
+    pending: PendingEdit | None = None
+    last_execution: ExecutionReport | None = None
+    last_feedback: str = ""
+    history: list[HistoryEntry] = Field(default_factory=list)
+    end: EpisodeEnd | None = None
+
+
+class Canvas:
+    def __init__(
+        self,
+        state: CanvasState,
+        registry: OperatorRegistry,
+        executor: WorkflowExecutor | None = None,
+    ) -> None:
+        self.state = state
+        self.registry = registry
+        self.executor: WorkflowExecutor = executor or NoExecutor()
+        self.rules = CanvasRules(registry, state.options)
+
+    # ----- views -------------------------------------------------------------------------------------
+    def stats(self) -> GraphStats:
+        return graph_stats(self.state.graph, self.registry)
+
+    def prompt_request(self) -> PromptRequest | None:
+        pending = self.state.pending
+        if pending is None:
+            return None
+        i = pending.next_slot
+        return PromptRequest(
+            node_id=pending.node_ids[i],
+            operator=pending.operators[i],
+            slot=pending.slots[i],
+            index=i + 1,
+            total=len(pending.prompts),
+            edit="add" if isinstance(pending.action, AddStage) else "modify",
+        )
+
+    def view(self) -> StateView:
+        nodes: list[NodeView] = []
+        for stage in self.state.graph.stages:
+            if isinstance(stage, OperatorNode):
+                nodes.append(NodeView(id=stage.id, kind="operator", operator=stage.operator, prompt=stage.prompt))
+                continue
+            nodes.append(NodeView(id=stage.id, kind=stage.kind, count=getattr(stage, "count", None)))
+            for slot, child in zip(slots_of_stage(stage), children(stage), strict=True):
+                nodes.append(
+                    NodeView(
+                        id=child.id,
+                        kind="operator",
+                        operator=child.operator,
+                        parent=stage.id,
+                        slot=slot,
+                        prompt=child.prompt,
+                    )
+                )
+        return StateView(
+            dsl=render(self.state.graph),
+            nodes=nodes,
+            stats=self.stats(),
+            round=self.state.rounds_used,
+            max_rounds=self.state.options.max_rounds,
+            status=self.state.status,
+            awaiting_prompt_for=self.prompt_request(),
+        )
+
+    def hint(self) -> Hint | None:
+        if not self.state.options.hints:
+            return None
+        stats = self.stats()
+        output = self.state.last_execution.output if self.state.last_execution else None
+        violations = finish_violations(self.state.options.finish_policy(), stats, self.state.task, output)
+        return advise(self.state.graph, stats, self.state.task, violations, self.state.last_execution)
+
+    @property
+    def done(self) -> bool:
+        return self.state.status in ("finished", "exhausted")
+
+    # ----- steps -------------------------------------------------------------------------------------
+    async def act(self, text: str, progress: ProgressCallback | None = None) -> StepResult:
+        """One Flow-Director turn in the text dialect. Always costs a round; an invalid turn is a normal result."""
+        self._require_open()
+        if len(text) > self.state.options.limits.max_act_chars:
+            raise CanvasError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"The turn is {len(text)} characters; the limit is {self.state.options.limits.max_act_chars}.",
+            )
+        return await self._transaction(lambda: self._act(text, progress))
+
+    async def edit(self, action: EditAction, progress: ProgressCallback | None = None) -> StepResult:
+        """A typed edit (assistant tools). Invalid -> CanvasError and nothing changes; valid -> costs a round."""
+        self._require_open()
+        self._require_no_pending()
+        outcome = apply_edit(self.state.graph, action, self.rules)  # validate before touching anything
+        return await self._transaction(
+            lambda: self._commit_edit(outcome.graph, outcome.message, "tool", _describe_action(action), progress)
+        )
+
+    async def finish(self, answer: str | None = None, progress: ProgressCallback | None = None) -> StepResult:
+        self._require_open()
+        self._require_no_pending()
+        return await self._transaction(lambda: self._finish("tool", answer, progress))
+
+    async def run(self, progress: ProgressCallback | None = None) -> ExecutionReport:
+        """Execute the current workflow now (no round is used)."""
+        return await self._transaction(lambda: self._execute(progress))
+
+    # ----- internals ---------------------------------------------------------------------------------
+    def _require_open(self) -> None:
+        if self.done:
+            end = self.state.end
+            raise CanvasError(
+                ErrorCode.EPISODE_OVER,
+                f"This workflow's episode is over ({end.reason if end else self.state.status}); "
+                "read it with get_workflow or start a new one with create_workflow.",
+            )
+
+    def _require_no_pending(self) -> None:
+        request = self.prompt_request()
+        if request is not None:
+            raise CanvasError(
+                ErrorCode.WRONG_STATE,
+                f"A prompt turn is pending for {request.node_id} ({request.operator}): send the prompt with act, "
+                "or cancel it with act('<action>cancel</action>') first.",
+            )
+
+    async def _transaction(self, step: Callable[[], Awaitable[T]]) -> T:
+        snapshot = self.state.model_copy(deep=True)
+        try:
+            return await step()
+        except BaseException:
+            self.state = snapshot
+            raise
+
+    async def _act(self, text: str, progress: ProgressCallback | None) -> StepResult:
+        self.state.rounds_used += 1
+        try:
+            if self.state.pending is not None:
+                return await self._prompt_turn(text, progress)
+            turn = parse_action_turn(text, self.rules, lenient=self.state.options.lenient)
+            if isinstance(turn, CancelTurn):
+                raise CanvasError(ErrorCode.WRONG_STATE, "Nothing to cancel: no prompt turn is pending.")
+            assert isinstance(turn, ActionTurn)
+            action = turn.action
+            if isinstance(action, Finish):
+                return await self._finish("act", action.answer, progress, text=text)
+            return await self._start_edit(action, text, progress, lenient=turn.lenient)
+        except CanvasError as error:
+            return self._failed(error, "act", text)
+
+    async def _start_edit(
+        self, action: EditAction, text: str, progress: ProgressCallback | None, *, lenient: bool
+    ) -> StepResult:
+        outcome = apply_edit(self.state.graph, action, self.rules)  # validates names, targets, structure
+        missing = self._prompt_slots(action)
+        if not missing:
+            return await self._commit_edit(outcome.graph, outcome.message, "act", text, progress, lenient=lenient)
+        assert isinstance(action, AddStage | ModifyNode)
+        self.state.pending = missing
+        self.state.status = "awaiting_prompt"
+        request = self.prompt_request()
+        assert request is not None
+        message = f"{_pending_message(action)} Write the prompt for {request.node_id} ({request.operator}) next."
+        return self._result(True, message, "act", text, status_label="Pending - awaiting prompt", lenient=lenient)
+
+    def _prompt_slots(self, action: EditAction) -> PendingEdit | None:
+        """The prompt turns this edit needs (None when prompts are inline or prompt turns are off)."""
+        if not self.state.options.prompt_turns:
+            return None
+        if isinstance(action, ModifyNode):
+            if action.prompt is not None:
+                return None
+            location = self.state.graph.locate(action.node_id.strip())
+            node_id = location.node.id if location else action.node_id
+            operator = self.rules.operator(action.operator)
+            return PendingEdit(
+                action=action, node_ids=[node_id], slots=["modify"], operators=[operator], prompts=[None]
+            )
+        if not isinstance(action, AddStage):
+            return None
+        blueprint = self.rules.blueprint(action.stage, self.state.graph)
+        prompts = slot_prompts(blueprint)
+        if all(p is not None for p in prompts):
+            return None
+        base = stage_id(self.state.graph.next_index)
+        stage_slots = slots(blueprint)
+        return PendingEdit(
+            action=action.model_copy(update={"stage": blueprint}),
+            node_ids=[base + s.suffix for s in stage_slots],
+            slots=[s.role for s in stage_slots],
+            operators=[s.operator for s in stage_slots],
+            prompts=prompts,
+        )
+
+    async def _prompt_turn(self, text: str, progress: ProgressCallback | None) -> StepResult:
+        pending = self.state.pending
+        assert pending is not None
+        turn = parse_prompt_turn(text)
+        if isinstance(turn, CancelTurn):
+            self.state.pending = None
+            self.state.status = "building"
+            return self._result(True, "Pending edit cancelled; nothing was changed.", "act", text)
+        assert isinstance(turn, PromptTurn)
+        prompt = self.rules.prompt(turn.text)
+        index = pending.next_slot
+        pending.prompts[index] = prompt
+        if any(p is None for p in pending.prompts):
+            request = self.prompt_request()
+            assert request is not None
+            message = f"Prompt recorded for {pending.node_ids[index]}. Write the prompt for {request.node_id} ({request.operator}) next."
+            return self._result(True, message, "act", text, status_label="Pending - awaiting prompt")
+        action = pending.action
+        complete: EditAction
+        if isinstance(action, AddStage):
+            complete = action.model_copy(update={"stage": with_prompts(action.stage, list(pending.prompts))})
+        else:
+            complete = action.model_copy(update={"prompt": pending.prompts[0]})
+        outcome = apply_edit(self.state.graph, complete, self.rules)
+        self.state.pending = None
+        self.state.status = "building"
+        return await self._commit_edit(outcome.graph, outcome.message, "act", text, progress)
+
+    async def _commit_edit(
+        self,
+        graph: WorkflowGraph,
+        message: str,
+        source: Literal["act", "tool"],
+        text: str,
+        progress: ProgressCallback | None,
+        *,
+        lenient: bool = False,
+    ) -> StepResult:
+        if source == "tool":
+            self.state.rounds_used += 1
+        self.state.graph = graph
+        self.state.last_execution = None
+        if self.state.options.execute_each_step:
+            await self._execute(progress)
+        return self._result(True, message, source, text, lenient=lenient)
+
+    async def _execute(self, progress: ProgressCallback | None) -> ExecutionReport:
+        if self.state.graph.is_empty:
+            report = ExecutionReport(status="empty")
+        else:
+            try:
+                report = await self.executor.run(self.state.graph, self.state.task, progress=progress)
+            except CanvasError:
+                raise
+            except Exception as error:  # an executor bug must not take the canvas down
+                log.exception("executor_crashed")
+                report = ExecutionReport(status="failed", error=f"executor error: {type(error).__name__}: {error}")
+        self.state.last_execution = report
+        return report
+
+    async def _finish(
+        self, source: Literal["act", "tool"], answer: str | None, progress: ProgressCallback | None, *, text: str = ""
+    ) -> StepResult:
+        if source == "tool":
+            self.state.rounds_used += 1
+        if self.state.last_execution is None and not self.state.graph.is_empty:
+            await self._execute(progress)
+        report = self.state.last_execution
+        stats = self.stats()
+        output = report.output if report else None
+        violations = finish_violations(self.state.options.finish_policy(), stats, self.state.task, output)
+        label = text or ("finish" + (f" answer={answer!r}" if answer else ""))
+        if violations:
+            message = "Finish rejected: " + " ".join(v.message for v in violations)
+            return self._failed(CanvasError(ErrorCode.WRONG_STATE, message), source, label, code="finish_rejected")
+        self.state.status = "finished"
+        self.state.end = EpisodeEnd(
+            reason="finished",
+            round=self.state.rounds_used,
+            final_answer=report.output if report and report.ok else None,
+            final_code=report.code if report and report.ok else None,
+            claimed_answer=answer,
+        )
+        return self._result(True, "Workflow finished.", source, label, status_label="Finished")
+
+    def _failed(
+        self, error: CanvasError, source: Literal["act", "tool"], text: str, *, code: str | None = None
+    ) -> StepResult:
+        return self._result(False, error.message, source, text, error_code=code or error.code.value)
+
+    def _result(
+        self,
+        ok: bool,
+        message: str,
+        source: Literal["act", "tool"],
+        text: str,
+        *,
+        status_label: str | None = None,
+        error_code: str | None = None,
+        lenient: bool = False,
+    ) -> StepResult:
+        self._close_if_budget_spent()
+        state = self.state
+        if state.status == "exhausted":
+            status_label = "Budget exhausted"
+            message += f" Round budget of {state.options.max_rounds} exhausted: the episode is over."
+        view = self.view()
+        report = state.last_execution
+        feedback = render_feedback(
+            ok=ok,
+            message=message,
+            state=view,
+            execution=report,
+            hint=None if self.done else self.hint(),
+            status_label=status_label,
+            lenient=lenient,
+        )
+        state.last_feedback = feedback
+        state.history.append(
+            HistoryEntry(
+                round=state.rounds_used,
+                source=source,
+                input=text[:HISTORY_TEXT_CHARS],
+                ok=ok,
+                message=message,
+                dsl=view.dsl,
+            )
+        )
+        end = state.end
+        return StepResult(
+            ok=ok,
+            message=message,
+            feedback=feedback,
+            state=view,
+            execution=execution_view(report),
+            done=self.done,
+            error_code=error_code,
+            end_reason=end.reason if end else None,
+            final_answer=end.final_answer if end else None,
+        )
+
+    def _close_if_budget_spent(self) -> None:
+        state = self.state
+        if state.status in ("building", "awaiting_prompt") and state.rounds_used >= state.options.max_rounds:
+            state.status = "exhausted"
+            state.pending = None
+            report = state.last_execution
+            state.end = EpisodeEnd(
+                reason="budget_exhausted",
+                round=state.rounds_used,
+                final_answer=report.output if report and report.ok else None,
+                final_code=report.code if report and report.ok else None,
+            )
+
+
+def execution_view(report: ExecutionReport | None) -> ExecutionView | None:
+    if report is None:
+        return None
+    return ExecutionView(
+        status=report.status,
+        ok=report.ok,
+        output=report.output,
+        error=report.error,
+        llm_calls=report.llm_calls,
+        tokens=report.tokens,
+        duration_s=report.duration_s,
+        cache_hits=report.cache_hits,
+    )
+
+
+def slots_of_stage(stage: Stage) -> list[str]:
+    return [s.role for s in slots(blueprint_of(stage))]
+
+
+def _pending_message(action: AddStage | ModifyNode) -> str:
+    if isinstance(action, ModifyNode):
+        return f"Modify of {action.node_id} to {action.operator} accepted; it is applied once its new prompt arrives."
+    stage = action.stage
+    what = stage.operator if isinstance(stage, OperatorBlueprint) else f"{stage.kind} structure"
+    return f"Add of {what} accepted; it is applied once its prompts arrive."
+
+
+def _describe_action(action: EditAction) -> str:
+    return action.model_dump_json(exclude_none=True)
+
+
+__all__ = ["Canvas", "CanvasState", "EpisodeEnd", "HistoryEntry", "PendingEdit"]

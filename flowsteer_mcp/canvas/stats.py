@@ -1,0 +1,52 @@
+"""Graph statistics, computed from the typed graph (never from text). Rewards and the finish gate read them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pydantic import BaseModel
+
+from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, ParallelStage, WorkflowGraph
+from operators.base import Category, Role
+from operators.registry import OperatorRegistry
+
+
+class GraphStats(BaseModel):
+    total_operators: int = 0  # every operator node once (a loop body counts once, whatever its count)
+    unique_types: int = 0
+    operators: list[str] = []  # operator names in stage order
+    stage_count: int = 0
+    has_parallel: bool = False
+    has_conditional: bool = False
+    has_loop: bool = False
+    category_counts: dict[str, int] = {}
+    has_checker: bool = False
+
+    @property
+    def has_structure(self) -> bool:
+        return self.has_parallel or self.has_conditional or self.has_loop
+
+    @property
+    def structure_kinds(self) -> int:
+        return sum((self.has_parallel, self.has_conditional, self.has_loop))
+
+
+def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
+    names = [node.operator for node in graph.iter_operator_nodes()]
+    categories: Counter[str] = Counter()
+    has_checker = False
+    for name in names:
+        spec = registry.spec(name)
+        categories[spec.category.value] += 1
+        has_checker = has_checker or spec.role == Role.CHECKER
+    return GraphStats(
+        total_operators=len(names),
+        unique_types=len(set(names)),
+        operators=names,
+        stage_count=len(graph.stages),
+        has_parallel=any(isinstance(s, ParallelStage) for s in graph.stages),
+        has_conditional=any(isinstance(s, ConditionalStage) for s in graph.stages),
+        has_loop=any(isinstance(s, LoopStage) for s in graph.stages),
+        category_counts={c.value: categories.get(c.value, 0) for c in Category},
+        has_checker=has_checker,
+    )

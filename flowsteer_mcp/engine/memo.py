@@ -1,0 +1,102 @@
+"""Per-node memoisation: reuse an operator result when nothing that could change it has changed.
+
+Why: the canvas re-runs the whole workflow after every edit; with a content-hash key per node call, an edit
+only re-runs the nodes it affects (the edited node and everything downstream whose input changed).
+
+The key covers the node id, operator, prompt, the node's full `OperatorInput` (which already holds every
+upstream output it can see), the loop iteration, the backend identity (model + sampling) and the engine's
+runtime settings. Only successful results are stored, and only after the call completed, so a failed,
+timed-out or cancelled call can never be replayed from the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from typing import Any
+
+from pydantic import BaseModel
+
+from operators.base import OperatorInput, OperatorOutput
+
+DEFAULT_MEMO_ENTRIES = 2048
+
+
+def digest(payload: Any) -> str:
+    """Stable sha256 of a JSON-able payload (sorted keys, non-JSON values stringified)."""
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def inputs_digest(inputs: OperatorInput) -> str:
+    return digest(inputs.model_dump(mode="json"))[:16]
+
+
+def memo_key(
+    *,
+    node_id: str,
+    operator: str,
+    prompt: str | None,
+    inputs: OperatorInput,
+    iteration: int | None,
+    backend_key: str,
+    settings: dict[str, Any],
+) -> str:
+    return digest(
+        {
+            "node_id": node_id,
+            "operator": operator,
+            "prompt": prompt,
+            "inputs": inputs.model_dump(mode="json"),
+            "iteration": iteration,
+            "backend": backend_key,
+            "settings": settings,
+        }
+    )
+
+
+class MemoEntry(BaseModel):
+    """A successful node result and what it cost when it was computed."""
+
+    output: OperatorOutput
+    llm_calls: int = 0
+    tokens: int = 0
+
+
+class MemoCache:
+    """Bounded LRU of node results, shared by every run of one engine (a single event loop uses it)."""
+
+    def __init__(self, max_entries: int = DEFAULT_MEMO_ENTRIES) -> None:
+        if max_entries < 1:
+            raise ValueError("MemoCache needs room for at least one entry (max_entries >= 1)")
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, MemoEntry] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> MemoEntry | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return entry.model_copy(deep=True)
+
+    def put(self, key: str, entry: MemoEntry) -> None:
+        if not entry.output.ok:
+            return  # failures are never memoised: the next run must try again
+        self._entries[key] = entry.model_copy(deep=True)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries

@@ -1,0 +1,97 @@
+"""The data-flow state a workflow run threads through its stages.
+
+Why immutable: parallel branches all start from the same state and a cancelled or failed stage must leave
+the previous state intact, so every update returns a new `FlowState` instead of mutating one.
+
+Update rules (10-canvas.md §4), by the operator's declared role:
+- GUIDANCE: its text is appended to `guidance`; the solution is untouched (a plan is not an answer).
+- SOLUTION: its text replaces the solution (`code` too when the output carries code). An ensemble that
+  returns no code but picks one candidate verbatim inherits that candidate's code, so a code task keeps the
+  program of the branch the ensemble selected.
+- CHECKER: verdict and feedback are set (feedback is replaced, never kept from an older check, so Revise
+  always sees the feedback of the check it follows); a non-empty text becomes the solution (Test may repair
+  code, Verify may adopt a corrected answer) and `code` is replaced when given.
+A failed output (ok=False) never changes the state: callers do not apply it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from flowsteer_mcp.canvas.options import TaskSpec
+from operators.base import OperatorInput, OperatorOutput, Role, TaskType
+
+
+@dataclass(frozen=True)
+class FlowState:
+    problem: str
+    task_type: TaskType = "general"
+    entry_point: str | None = None
+    public_tests: str | None = None  # visible tests only; TaskSpec never carries hidden ones
+    solution: str | None = None
+    code: str | None = None
+    feedback: str | None = None
+    verdict: bool | None = None  # the last checker's verdict (informational; control flow reads outputs)
+    guidance: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
+    candidate_codes: tuple[str | None, ...] = field(default=())  # aligned with `candidates`
+
+    @classmethod
+    def from_task(cls, task: TaskSpec) -> FlowState:
+        return cls(
+            problem=task.problem,
+            task_type=task.task_type,
+            entry_point=task.entry_point,
+            public_tests=task.public_tests,
+        )
+
+    def to_input(self, instruction: str | None) -> OperatorInput:
+        """What an operator node sees: the task, the running state and its own prompt."""
+        return OperatorInput(
+            problem=self.problem,
+            task_type=self.task_type,
+            instruction=instruction,
+            solution=self.solution,
+            code=self.code,
+            feedback=self.feedback,
+            guidance=list(self.guidance),
+            candidates=list(self.candidates),
+            entry_point=self.entry_point,
+            public_tests=self.public_tests,
+        )
+
+    def apply(self, role: Role, output: OperatorOutput, *, uses_candidates: bool = False) -> FlowState:
+        """The state after a successful output of an operator with `role`."""
+        if not output.ok:
+            return self
+        text = output.text.strip()
+        if role is Role.GUIDANCE:
+            return replace(self, guidance=(*self.guidance, output.text)) if text else self
+        if role is Role.CHECKER:
+            updated = replace(self, verdict=output.verdict, feedback=output.feedback)
+            if text:
+                updated = replace(updated, solution=output.text)
+            if output.code:
+                updated = replace(updated, code=output.code)
+            return updated
+        code = output.code or (self._selected_candidate_code(text) if uses_candidates else None)
+        return replace(self, solution=output.text if text else self.solution, code=code or self.code)
+
+    def _selected_candidate_code(self, text: str) -> str | None:
+        for candidate, code in zip(self.candidates, self.candidate_codes, strict=False):
+            if candidate.strip() == text:
+                return code
+        return None
+
+    def with_candidates(self, texts: list[str], codes: list[str | None]) -> FlowState:
+        return replace(self, candidates=tuple(texts), candidate_codes=tuple(codes))
+
+    def without_candidates(self) -> FlowState:
+        return replace(self, candidates=(), candidate_codes=())
+
+    def final_answer(self) -> str | None:
+        """The answer after the last stage: the solution, or for code tasks the program."""
+        if self.task_type == "code":
+            program = self.code if self.code and self.code.strip() else self.solution
+            return program if program and program.strip() else None
+        return self.solution if self.solution and self.solution.strip() else None

@@ -1,0 +1,323 @@
+"""Executor backend configuration: named models in a TOML or YAML file, plus environment overrides.
+
+A file names models and says which one the executor uses::
+
+    [executor]
+    model = "gpt"
+
+    [models.gpt]
+    backend = "openai"                       # openai | local | scripted
+    base_url = "http://127.0.0.1:8000/v1"
+    model = "gpt-4o-mini"
+    api_key_env = "OPENAI_API_KEY"           # the *name* of a variable holding the key
+    max_concurrency = 8
+    timeout_s = 60
+    max_retries = 4
+
+    [models.gpt.sampling]
+    temperature = 0.0
+    max_tokens = 1024
+
+Secrets never live in the file: a key-like entry (`api_key`, `token`, ...) is rejected with a pointer to
+`api_key_env`; the key is read from the environment only when a backend is built, held as a `SecretStr`,
+and never logged. Unknown keys are errors that name the offending key (a typo must not silently fall back
+to a default).
+
+Environment variables (all optional):
+
+- `FLOWSTEER_CONFIG`: path of the config file (`.toml`, `.yaml` or `.yml`). Without it, a built-in
+  default selects the local Qwen2.5-Coder-0.5B-Instruct model.
+- `FLOWSTEER_EXECUTOR_MODEL`: the name of a model in the file to use as executor; any other value is the
+  model identifier for the selected entry (`model` for openai, `path` for local, `model` for scripted).
+- `FLOWSTEER_EXECUTOR_BACKEND`: `openai`, `local` or `scripted`. When it differs from the selected entry's
+  backend, the executor is built from the environment alone (e.g. backend + base URL + model).
+- `FLOWSTEER_EXECUTOR_BASE_URL`: the endpoint of an `openai` executor (implies `openai`).
+- `FLOWSTEER_EXECUTOR_API_KEY_ENV`: the name of the variable holding the executor's API key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
+
+from operators.backends.base import SamplingParams
+
+__all__ = [
+    "ENV_API_KEY_ENV",
+    "ENV_BACKEND",
+    "ENV_BASE_URL",
+    "ENV_CONFIG",
+    "ENV_MODEL",
+    "BackendsConfig",
+    "ConfigError",
+    "ExecutorSelection",
+    "LocalModelConfig",
+    "ModelConfig",
+    "NamedModelConfig",
+    "OpenAIModelConfig",
+    "SamplingConfig",
+    "ScriptedModelConfig",
+    "default_config",
+    "load_config",
+    "load_executor_config",
+    "parse_config",
+    "resolve_executor",
+]
+
+ENV_CONFIG = "FLOWSTEER_CONFIG"
+ENV_MODEL = "FLOWSTEER_EXECUTOR_MODEL"
+ENV_BACKEND = "FLOWSTEER_EXECUTOR_BACKEND"
+ENV_BASE_URL = "FLOWSTEER_EXECUTOR_BASE_URL"
+ENV_API_KEY_ENV = "FLOWSTEER_EXECUTOR_API_KEY_ENV"
+
+BackendKind = Literal["openai", "local", "scripted"]
+_BACKENDS: tuple[str, ...] = ("openai", "local", "scripted")
+_SECRET_KEYS = frozenset(
+    {"api_key", "apikey", "api-key", "key", "token", "api_token", "access_token", "secret", "password"}
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MODEL_ID_FIELD: dict[str, str] = {"openai": "model", "local": "path", "scripted": "model"}
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key or variable and says what to do."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SamplingConfig(SamplingParams):
+    """`SamplingParams` that rejects unknown keys (a misspelt `temprature` must not be ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class OpenAIModelConfig(_Strict):
+    backend: Literal["openai"]
+    base_url: str = Field(pattern=r"^https?://\S+$")
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None  # None: the endpoint needs no key (e.g. a local vLLM)
+    max_concurrency: int = Field(default=8, ge=1, le=4096)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+    @model_validator(mode="after")
+    def _env_name_not_key(self) -> OpenAIModelConfig:
+        if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
+            # Never echo the value: it may be the key itself.
+            raise ValueError(
+                "api_key_env must be the name of an environment variable (letters, digits, underscores), "
+                "not the key itself"
+            )
+        return self
+
+    def resolve_api_key(self, env: Mapping[str, str] | None = None) -> SecretStr | None:
+        """Read the key named by `api_key_env` from the environment, as a `SecretStr`."""
+        if self.api_key_env is None:
+            return None
+        environ = os.environ if env is None else env
+        value = environ.get(self.api_key_env, "")
+        if not value:
+            raise ConfigError(
+                f"environment variable {self.api_key_env} (api_key_env of model {self.model!r}) is not set "
+                "or empty; export the API key there"
+            )
+        return SecretStr(value)
+
+
+class LocalModelConfig(_Strict):
+    backend: Literal["local"]
+    path: str = Field(min_length=1)  # a prepared model name (`flowsteer models prepare`) or a folder
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
+class ScriptedModelConfig(_Strict):
+    backend: Literal["scripted"]
+    model: str = "scripted"
+    replies: list[str] = Field(default_factory=list)  # canned replies, in order
+    recording: str | None = None  # a recorded-responses file to replay
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
+ModelConfig = Annotated[
+    OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig, Field(discriminator="backend")
+]
+_MODEL_ADAPTER: TypeAdapter[OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig] = TypeAdapter(
+    ModelConfig
+)
+
+
+class ExecutorSelection(_Strict):
+    model: str = Field(min_length=1)  # a key of `models`
+
+
+class BackendsConfig(_Strict):
+    executor: ExecutorSelection
+    models: dict[str, ModelConfig]
+
+    @model_validator(mode="after")
+    def _executor_is_defined(self) -> BackendsConfig:
+        if self.executor.model not in self.models:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise ValueError(f"executor.model {self.executor.model!r} is not defined under [models] ({known})")
+        return self
+
+
+class NamedModelConfig(BaseModel):
+    """The executor's model entry after overrides, with the name it came from (`env` if built from env)."""
+
+    name: str
+    config: ModelConfig
+
+
+def default_config() -> BackendsConfig:
+    """Used without a config file: the embedded local models of `make demo`."""
+    return BackendsConfig(
+        executor=ExecutorSelection(model="qwen-coder"),
+        models={
+            "qwen-coder": LocalModelConfig(backend="local", path="qwen2.5-coder-0.5b-instruct"),
+            "smollm2": LocalModelConfig(backend="local", path="smollm2-135m-instruct"),
+        },
+    )
+
+
+def parse_config(data: object, *, source: str = "<config>") -> BackendsConfig:
+    """Validate already-parsed TOML/YAML data; errors name the offending key, never a secret value."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a table/mapping")
+    _reject_secret_literals(data, source)
+    try:
+        return BackendsConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from None
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> BackendsConfig:
+    """Read `path` (or `$FLOWSTEER_CONFIG`); without either, the built-in default."""
+    environ = os.environ if env is None else env
+    chosen = path if path is not None else environ.get(ENV_CONFIG) or None
+    if chosen is None:
+        return default_config()
+    file = Path(chosen)
+    return parse_config(_read(file), source=str(file))
+
+
+def resolve_executor(config: BackendsConfig, *, env: Mapping[str, str] | None = None) -> NamedModelConfig:
+    """Apply the `FLOWSTEER_EXECUTOR_*` overrides (see the module docstring) to the executor entry."""
+    environ = os.environ if env is None else env
+    model_var = environ.get(ENV_MODEL) or None
+    backend_var = environ.get(ENV_BACKEND) or None
+    base_url_var = environ.get(ENV_BASE_URL) or None
+    key_env_var = environ.get(ENV_API_KEY_ENV) or None
+
+    if backend_var is not None and backend_var not in _BACKENDS:
+        raise ConfigError(f"{ENV_BACKEND}={backend_var!r} is not one of {', '.join(_BACKENDS)}")
+    name = config.executor.model
+    model_id = None
+    if model_var is not None and model_var in config.models:
+        name = model_var
+    else:
+        model_id = model_var
+    base = config.models[name]
+    wanted_backend = backend_var or ("openai" if base_url_var is not None else base.backend)
+
+    fields: dict[str, Any]
+    if wanted_backend == base.backend:
+        fields = base.model_dump()
+    else:
+        name, fields = "env", {"backend": wanted_backend}
+    if model_id is not None:
+        fields[_MODEL_ID_FIELD[wanted_backend]] = model_id
+    for var, key, value in ((ENV_BASE_URL, "base_url", base_url_var), (ENV_API_KEY_ENV, "api_key_env", key_env_var)):
+        if value is None:
+            continue
+        if wanted_backend != "openai":
+            raise ConfigError(f"{var} applies only to the openai backend (the executor uses {wanted_backend!r})")
+        fields[key] = value
+    try:
+        resolved = _MODEL_ADAPTER.validate_python(fields)
+    except ValidationError as exc:
+        used = [v for v in (ENV_MODEL, ENV_BACKEND, ENV_BASE_URL, ENV_API_KEY_ENV) if environ.get(v)]
+        raise ConfigError(
+            _describe(exc, f"executor model {name!r} after overrides from {', '.join(used) or 'no variables'}")
+        ) from None
+    return NamedModelConfig(name=name, config=resolved)
+
+
+def load_executor_config(
+    path: str | Path | None = None, *, env: Mapping[str, str] | None = None
+) -> NamedModelConfig:
+    """The executor's model entry: config file (or default) plus environment overrides."""
+    return resolve_executor(load_config(path, env=env), env=env)
+
+
+def _read(file: Path) -> object:
+    suffix = file.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigError(f"{file}: unsupported config format {suffix or '(no suffix)'!r}; use .toml or .yaml")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read the config file ({exc.strerror or exc})") from None
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: invalid TOML ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        # Only the problem and its position: YAML's context lines could quote a secret.
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{file}: invalid YAML{where} ({exc.problem})") from None
+    except yaml.YAMLError:
+        raise ConfigError(f"{file}: invalid YAML") from None
+    return {} if data is None else data
+
+
+def _reject_secret_literals(data: Mapping[Any, Any], source: str, path: tuple[str, ...] = ()) -> None:
+    for key, value in data.items():
+        here = (*path, str(key))
+        names_a_model = path == ("models",)  # `[models.token]` is a name, not a secret
+        if not names_a_model and str(key).lower() in _SECRET_KEYS:
+            raise ConfigError(
+                f"{source}: '{'.'.join(here)}' looks like a secret written into the config file, which is "
+                'not allowed; put it in an environment variable and set api_key_env = "VARIABLE_NAME"'
+            )
+        if isinstance(value, Mapping):
+            _reject_secret_literals(value, source, here)
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    """One line per problem, naming the key; input values are left out on purpose (they may be secrets)."""
+    lines = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        if len(loc) >= 3 and loc[0] == "models" and loc[2] in _BACKENDS:
+            del loc[2]  # the discriminator tag pydantic inserts into the location
+        elif loc and loc[0] in _BACKENDS:
+            del loc[0]
+        key = ".".join(loc) or "<top level>"
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            lines.append(f"unknown key '{key}'")
+        elif kind == "missing":
+            lines.append(f"missing required key '{key}'")
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):
+            lines.append(f"'{key}': 'backend' must be one of {', '.join(_BACKENDS)}")
+        else:
+            lines.append(f"'{key}': {error['msg']}")
+    return f"{source}: " + "; ".join(lines)

@@ -1,0 +1,105 @@
+"""Build a `ChatBackend` from a validated model entry.
+
+Each backend module is imported only when its kind is requested, so an `openai` executor never imports
+torch/transformers (the `local` backend does) and the scripted test double stays out of production paths.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from operators.backends.base import ChatBackend
+from operators.backends.config import (
+    ConfigError,
+    LocalModelConfig,
+    ModelConfig,
+    NamedModelConfig,
+    OpenAIModelConfig,
+    ScriptedModelConfig,
+    load_executor_config,
+)
+from operators.backends.usage import UsageLog
+
+__all__ = ["build_backend", "build_executor_backend", "resolve_local_model_path"]
+
+
+def build_backend(
+    model_cfg: ModelConfig | NamedModelConfig,
+    *,
+    env: Mapping[str, str] | None = None,
+    usage_log: UsageLog | None = None,
+) -> ChatBackend:
+    """A ready backend for `model_cfg`; secrets are read from `env` (default: the process environment)."""
+    config = model_cfg.config if isinstance(model_cfg, NamedModelConfig) else model_cfg
+    if isinstance(config, OpenAIModelConfig):
+        return _build_openai(config, env, usage_log)
+    if isinstance(config, LocalModelConfig):
+        return _build_local(config)
+    if isinstance(config, ScriptedModelConfig):
+        return _build_scripted(config)
+    raise ConfigError(f"unsupported backend configuration {type(config).__name__}")
+
+
+def build_executor_backend(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    usage_log: UsageLog | None = None,
+) -> ChatBackend:
+    """The executor backend from the config file (or `$FLOWSTEER_CONFIG`, or the default) plus overrides."""
+    return build_backend(load_executor_config(path, env=env), env=env, usage_log=usage_log)
+
+
+def resolve_local_model_path(path: str) -> Path:
+    """A folder as given, or the cache folder of a prepared model name; a clear error when neither exists."""
+    given = Path(path).expanduser()
+    if given.is_dir():
+        return given
+    looks_like_path = os.sep in path or path.startswith((".", "~"))
+    if looks_like_path:
+        raise ConfigError(f"local model folder {given} does not exist")
+    from operators.models.cache import model_dir
+
+    prepared = model_dir(path)
+    if not prepared.is_dir():
+        raise ConfigError(
+            f"local model {path!r} is not prepared (looked in {prepared}); run "
+            f"`flowsteer models prepare {path}` or set `path` to a model folder"
+        )
+    return prepared
+
+
+def _build_openai(
+    config: OpenAIModelConfig, env: Mapping[str, str] | None, usage_log: UsageLog | None
+) -> ChatBackend:
+    from operators.backends.openai_compat import OpenAICompatBackend, RetryPolicy
+
+    return OpenAICompatBackend(
+        base_url=config.base_url,
+        model=config.model,
+        api_key=config.resolve_api_key(env),
+        sampling=config.sampling,
+        max_concurrency=config.max_concurrency,
+        timeout_s=config.timeout_s,
+        retry=RetryPolicy(
+            max_retries=config.max_retries,
+            backoff_base_s=config.backoff_base_s,
+            backoff_max_s=config.backoff_max_s,
+        ),
+        max_tokens_field=config.max_tokens_field,
+        usage_log=usage_log,
+    )
+
+
+def _build_local(config: LocalModelConfig) -> ChatBackend:
+    from operators.backends.local import LocalBackend  # imports torch: only when asked for
+
+    return LocalBackend(resolve_local_model_path(config.path), config.sampling)
+
+
+def _build_scripted(config: ScriptedModelConfig) -> ChatBackend:
+    from operators.backends.scripted import ScriptedBackend
+
+    return ScriptedBackend(list(config.replies), model=config.model)

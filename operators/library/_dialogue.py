@@ -1,0 +1,88 @@
+"""One exchange with the executor LLM, with a bounded re-ask when the reply cannot be used.
+
+Why: small executors often get the format (or, for Programmer, the program) wrong on the first try and
+right on the second when told exactly what was wrong. Every operator therefore goes through `ask`: it
+sends the prompt, hands the reply to the operator's `accept` function, and on a `ReplyError` quotes that
+error back to the model, at most `runtime.max_reasks` times. Backend failures and exhausted re-asks come
+back as a `Failure` value, never as an exception or as an error string posing as an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import structlog
+
+from operators.backends.base import BackendError, ChatMessage, ChatRequest
+from operators.base import OperatorOutput, OperatorRuntime
+from operators.parsing import ReplyError, ReplySchema, parse_reply
+from operators.prompting import SYSTEM_PROMPT, describe_reply_format, reask_prompt, to_messages
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+O = TypeVar("O", bound=OperatorOutput)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an operator could not produce a result (becomes `ok=False, error=...`)."""
+
+    error: str
+
+    def as_output(self, output_cls: type[O]) -> O:
+        return output_cls(ok=False, error=self.error)
+
+
+async def ask(
+    runtime: OperatorRuntime,
+    operator: str,
+    prompt: str,
+    accept: Callable[[str], Awaitable[T]],
+    *,
+    reply_format: str | None,
+    system: str = SYSTEM_PROMPT,
+) -> T | Failure:
+    """Send `prompt`; return `accept(reply)`, re-asking with the quoted `ReplyError` on rejection."""
+    messages = to_messages(prompt, system)
+    attempts = 1 + max(0, runtime.max_reasks)
+    node_id = runtime.options.get("node_id")
+    last_error = ""
+    for attempt in range(1, attempts + 1):
+        request = ChatRequest(
+            messages=list(messages), operator=operator, node_id=node_id if isinstance(node_id, str) else None
+        )
+        try:
+            response = await runtime.llm.complete(request)
+        except BackendError as exc:
+            log.warning("operator_backend_error", operator=operator, attempt=attempt, error=str(exc))
+            return Failure(f"{operator}: the executor call failed: {exc}")
+        try:
+            return await accept(response.text)
+        except ReplyError as exc:
+            last_error = str(exc)
+            log.info("operator_reply_rejected", operator=operator, attempt=attempt, error=last_error)
+            messages.append(ChatMessage(role="assistant", content=response.text))
+            messages.append(ChatMessage(role="user", content=reask_prompt(last_error, reply_format)))
+    return Failure(f"{operator}: no usable reply after {attempts} attempt(s); last problem: {last_error}")
+
+
+async def ask_fields(
+    runtime: OperatorRuntime,
+    operator: str,
+    prompt: str,
+    schema: ReplySchema,
+    *,
+    check: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any] | Failure:
+    """`ask` for a structured reply; `check` may add operator-specific validation (raising ReplyError)."""
+
+    async def accept(text: str) -> dict[str, Any]:
+        fields = parse_reply(text, schema)
+        if check is not None:
+            check(fields)
+        return fields
+
+    return await ask(runtime, operator, prompt, accept, reply_format=describe_reply_format(schema))

@@ -1,0 +1,76 @@
+"""Running generated code in the sandbox and summarising the result for outputs, feedback and re-asks.
+
+Why a summary model: operator outputs carry what happened when the code ran (status, verdict, trimmed
+streams, the isolation actually applied), and the same text is quoted to the model when asking for a fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from operators.sandbox import run_code
+
+__all__ = ["ExecSummary", "execute"]
+
+_STREAM_TAIL = 2_000  # characters of stdout/stderr kept; the end of a traceback is the informative part
+_SUCCESS_STATUSES = frozenset({"ok", "success", "passed", "completed"})
+
+
+def _tail(text: str, limit: int = _STREAM_TAIL) -> str:
+    return text if len(text) <= limit else f"[... {len(text) - limit} characters omitted ...]\n{text[-limit:]}"
+
+
+class ExecSummary(BaseModel):
+    """What one sandbox run did, trimmed for prompts and traces."""
+
+    status: str
+    succeeded: bool
+    passed: bool | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    isolation: str = ""
+    reason: str | None = None
+
+    @classmethod
+    def from_result(cls, result: Any, *, with_tests: bool) -> ExecSummary:
+        status = str(getattr(result, "status", "unknown"))
+        status = getattr(getattr(result, "status", None), "value", status)
+        passed = getattr(result, "passed", None)
+        succeeded = passed is True if with_tests else str(status).lower() in _SUCCESS_STATUSES
+        isolation = getattr(result, "isolation", "")
+        return cls(
+            status=str(status),
+            succeeded=succeeded,
+            passed=passed,
+            stdout=_tail(str(getattr(result, "stdout", "") or "")),
+            stderr=_tail(str(getattr(result, "stderr", "") or "")),
+            duration_s=float(getattr(result, "duration_s", 0.0) or 0.0),
+            isolation=str(getattr(isolation, "value", isolation) or ""),
+            reason=getattr(result, "reason", None),
+        )
+
+    def report(self) -> str:
+        """A compact description of a failed run, suitable for feedback and re-ask prompts."""
+        lines = [f"status: {self.status}"]
+        if self.reason:
+            lines.append(f"reason: {self.reason}")
+        if self.stderr.strip():
+            lines.append(f"stderr:\n{self.stderr.strip()}")
+        if self.stdout.strip():
+            lines.append(f"stdout:\n{self.stdout.strip()}")
+        return "\n".join(lines)
+
+
+async def execute(
+    code: str,
+    *,
+    timeout_s: float,
+    tests: str | None = None,
+    entry_point: str | None = None,
+) -> ExecSummary:
+    """Run `code` (optionally against `tests`) in the sandbox."""
+    result = await run_code(code, tests=tests, entry_point=entry_point, timeout_s=timeout_s)
+    return ExecSummary.from_result(result, with_tests=tests is not None)
