@@ -29,6 +29,7 @@ class NodeTrace(BaseModel):
     tokens: int = 0
     latency_s: float = 0.0
     inputs_digest: str | None = None
+    note: str | None = None  # why the engine took a decision here (branch choice, early loop exit, ...)
 
 
 class ExecutionReport(BaseModel):

@@ -163,6 +163,16 @@ class Canvas:
         violations = finish_violations(self.state.options.finish_policy(), stats, self.state.task, output)
         return advise(self.state.graph, stats, self.state.task, violations, self.state.last_execution)
 
+    def feedback(self, message: str) -> str:
+        """Feedback text for the current state without taking a step (e.g. right after creation)."""
+        return render_feedback(
+            ok=True,
+            message=message,
+            state=self.view(),
+            execution=self.state.last_execution,
+            hint=None if self.done else self.hint(),
+        )
+
     @property
     def done(self) -> bool:
         return self.state.status in ("finished", "exhausted")

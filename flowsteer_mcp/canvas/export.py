@@ -1,0 +1,147 @@
+"""Workflow export/import: canonical JSON (round-trippable, with prompts), DSL text, and Mermaid for people."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from flowsteer_mcp.canvas.actions import AddStage, apply_edit
+from flowsteer_mcp.canvas.blueprint import blueprint_of, slots
+from flowsteer_mcp.canvas.dsl import DSLSyntaxError, parse_dsl, render, render_stage
+from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
+from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, OperatorNode, ParallelStage, WorkflowGraph, children
+from flowsteer_mcp.canvas.validate import CanvasRules
+
+ExportFormat = Literal["json", "dsl", "mermaid"]
+
+
+class WorkflowDocument(BaseModel):
+    """The canonical JSON form of a workflow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["flowsteer.workflow/v1"] = "flowsteer.workflow/v1"
+    dsl: str
+    graph: WorkflowGraph
+
+
+def export_json(graph: WorkflowGraph) -> str:
+    document = WorkflowDocument(dsl=render(graph), graph=graph)
+    return json.dumps(document.model_dump(mode="json"), indent=2)
+
+
+def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
+    """Load a graph from its JSON export, re-validating every stage; ids and prompts are kept as given."""
+    try:
+        document = WorkflowDocument.model_validate_json(text)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CanvasError(
+            ErrorCode.INVALID_IMPORT, f"Invalid workflow JSON at {where or 'top level'}: {first['msg']}."
+        ) from None
+    graph = document.graph
+    seen = WorkflowGraph()
+    for stage in graph.stages:
+        blueprint = blueprint_of(stage)
+        canonical = rules.blueprint(blueprint, seen)
+        if [s.operator for s in slots(canonical)] != [s.operator for s in slots(blueprint)]:
+            raise CanvasError(
+                ErrorCode.INVALID_IMPORT,
+                f"Invalid workflow JSON: stage {stage.id} must use canonical operator names ({render_stage(stage)}).",
+            )
+        index = _index_of(stage.id)
+        for child in children(stage):
+            if not child.id.startswith(stage.id + "_"):
+                raise CanvasError(
+                    ErrorCode.INVALID_IMPORT, f"Invalid workflow JSON: child {child.id} is not named after {stage.id}."
+                )
+        if index >= graph.next_index:
+            raise CanvasError(
+                ErrorCode.INVALID_IMPORT,
+                f"Invalid workflow JSON: next_index {graph.next_index} would reuse the id of {stage.id}.",
+            )
+        seen.stages.append(stage)
+    ids = graph.node_ids()
+    if len(set(ids)) != len(ids):
+        raise CanvasError(ErrorCode.INVALID_IMPORT, "Invalid workflow JSON: node ids are not unique.")
+    if render(graph) != document.dsl:
+        raise CanvasError(ErrorCode.INVALID_IMPORT, "Invalid workflow JSON: the dsl field does not match the graph.")
+    return graph
+
+
+def _index_of(node_id: str) -> int:
+    match = re.fullmatch(r"node_(\d+)", node_id)
+    if match is None:
+        raise CanvasError(ErrorCode.INVALID_IMPORT, f"Invalid stage id {node_id!r}; stage ids look like node_<n>.")
+    return int(match.group(1))
+
+
+def import_dsl(text: str, rules: CanvasRules) -> WorkflowGraph:
+    """Build a fresh graph (ids node_1..node_n, no prompts) from DSL text."""
+    try:
+        blueprints = parse_dsl(text)
+    except DSLSyntaxError as error:
+        raise CanvasError(ErrorCode.INVALID_IMPORT, f"Invalid DSL: {error}") from None
+    graph = WorkflowGraph()
+    for blueprint in blueprints:
+        graph = apply_edit(graph, AddStage(stage=blueprint), rules).graph
+    return graph
+
+
+def export_mermaid(graph: WorkflowGraph) -> str:
+    """A left-to-right Mermaid flowchart; conditionals show the fail/pass edges explicitly."""
+    lines = ["flowchart LR", '    start(["task"])']
+    previous = ["start"]
+
+    def box(node: OperatorNode) -> str:
+        return f'    {node.id}["{node.operator}<br/><small>{node.id}</small>"]'
+
+    for stage in graph.stages:
+        entry: list[str]
+        if isinstance(stage, OperatorNode):
+            lines.append(box(stage))
+            entry = exits = [stage.id]
+        elif isinstance(stage, ParallelStage):
+            lines.extend(box(b) for b in stage.branches)
+            entry = exits = [b.id for b in stage.branches]
+        elif isinstance(stage, ConditionalStage):
+            lines.append(f'    {stage.check.id}{{"{stage.check.operator}?<br/><small>{stage.check.id}</small>"}}')
+            lines.append(box(stage.on_fail))
+            lines.append(f"    {stage.check.id} -- fail --> {stage.on_fail.id}")
+            entry = [stage.check.id]
+            exits = [stage.on_fail.id]
+            if stage.on_pass is not None:
+                lines.append(box(stage.on_pass))
+                lines.append(f"    {stage.check.id} -- pass --> {stage.on_pass.id}")
+                exits.append(stage.on_pass.id)
+            else:
+                lines.append(f'    {stage.id}_done(("done"))')
+                lines.append(f"    {stage.check.id} -- pass --> {stage.id}_done")
+                exits.append(f"{stage.id}_done")
+        else:
+            assert isinstance(stage, LoopStage)
+            lines.append(f'    subgraph {stage.id}["{render_stage(stage)}"]')
+            lines.extend("    " + box(b) for b in stage.body)
+            for a, b in zip(stage.body, stage.body[1:], strict=False):
+                lines.append(f"        {a.id} --> {b.id}")
+            lines.append("    end")
+            lines.append(f"    {stage.body[-1].id} -. repeat up to {stage.count}x .-> {stage.body[0].id}")
+            entry = [stage.body[0].id]
+            exits = [stage.body[-1].id]
+        lines.extend(f"    {p} --> {e}" for p in previous for e in entry)
+        previous = exits
+    lines.append('    answer(["answer"])')
+    lines.extend(f"    {p} --> answer" for p in previous)
+    return "\n".join(lines)
+
+
+def export_workflow(graph: WorkflowGraph, fmt: ExportFormat) -> str:
+    if fmt == "json":
+        return export_json(graph)
+    if fmt == "dsl":
+        return render(graph)
+    return export_mermaid(graph)

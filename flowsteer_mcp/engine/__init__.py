@@ -1,0 +1,14 @@
+"""The execution engine: runs a canvas workflow graph with operators (20-operators.md §5).
+
+The canvas only knows the `WorkflowExecutor` protocol; `WorkflowEngine` implements it. This package never
+imports the MCP layer.
+"""
+
+from __future__ import annotations
+
+from flowsteer_mcp.engine.memo import MemoCache
+from flowsteer_mcp.engine.metering import MeteredBackend
+from flowsteer_mcp.engine.runner import NEW_MEMO, WorkflowEngine
+from flowsteer_mcp.engine.state import FlowState
+
+__all__ = ["NEW_MEMO", "FlowState", "MemoCache", "MeteredBackend", "WorkflowEngine"]

@@ -1,0 +1,80 @@
+"""Bookkeeping of one run: usage totals, cache hits, progress events and what is in flight.
+
+Why separate: the stage logic should read as control flow only; counting and progress reporting live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+
+from flowsteer_mcp.canvas.execution import NodeTrace, ProgressCallback, ProgressEvent
+from flowsteer_mcp.canvas.model import (
+    ConditionalStage,
+    LoopStage,
+    OperatorNode,
+    ParallelStage,
+    Stage,
+    WorkflowGraph,
+)
+
+log = structlog.get_logger(__name__)
+
+
+def planned_calls(stage: Stage) -> int:
+    """Upper bound of operator calls for a stage (a loop counted at its full count)."""
+    if isinstance(stage, ParallelStage):
+        return len(stage.branches)
+    if isinstance(stage, ConditionalStage):
+        return 2  # the check plus at most one branch
+    if isinstance(stage, LoopStage):
+        return len(stage.body) * stage.count
+    return 1
+
+
+def planned_total(graph: WorkflowGraph) -> int:
+    return sum(planned_calls(stage) for stage in graph.stages)
+
+
+@dataclass
+class RunContext:
+    progress: ProgressCallback | None
+    total: int
+    trace: list[NodeTrace] = field(default_factory=list)
+    completed: int = 0
+    llm_calls: int = 0
+    tokens: int = 0
+    cache_hits: int = 0
+    in_flight: dict[str, str] = field(default_factory=dict)  # node id -> operator
+
+    def add_usage(self, calls: int, tokens: int) -> None:
+        self.llm_calls += calls
+        self.tokens += tokens
+
+    async def node_started(self, node: OperatorNode) -> None:
+        self.in_flight[node.id] = node.operator
+        await self._emit(node, "started")
+
+    async def node_finished(self, node: OperatorNode) -> None:
+        self.in_flight.pop(node.id, None)
+        self.completed += 1
+        await self._emit(node, "finished")
+
+    async def _emit(self, node: OperatorNode, phase: str) -> None:
+        if self.progress is None:
+            return
+        event = ProgressEvent.model_validate(
+            {
+                "node_id": node.id,
+                "operator": node.operator,
+                "phase": phase,
+                "completed": self.completed,
+                "total": max(self.total, self.completed),
+            }
+        )
+        try:
+            await self.progress(event)
+        except Exception:
+            # A broken progress consumer (e.g. a closed MCP session) must not fail the workflow.
+            log.warning("progress_callback_failed", node_id=node.id, phase=phase, exc_info=True)

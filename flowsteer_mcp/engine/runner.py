@@ -1,0 +1,143 @@
+"""`WorkflowEngine`: runs a canvas graph with real operators and returns an `ExecutionReport`.
+
+It implements the canvas's `WorkflowExecutor` protocol and executes the typed graph directly (no generated
+code, no DSL round trip), so what runs is exactly what the canvas shows and scores.
+
+Final answer: the current solution after the last stage (code tasks: the current program, or the solution
+text when no operator produced a separate program). Status "ok" needs a final answer and a last stage that
+did not fail; otherwise "failed" with the failing node and its error. A run past `run_timeout_s` reports
+"timeout" with its partial trace. Cancelling the caller cancels the run: nothing is left running and
+nothing half-done is memoised.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import anyio
+import structlog
+
+from flowsteer_mcp.canvas.execution import ExecutionReport, ProgressCallback
+from flowsteer_mcp.canvas.model import WorkflowGraph
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.engine.context import RunContext, planned_total
+from flowsteer_mcp.engine.memo import MemoCache
+from flowsteer_mcp.engine.node_call import CallSettings, NodeCaller
+from flowsteer_mcp.engine.stages import StageRunner
+from flowsteer_mcp.engine.state import FlowState
+from operators.backends.base import ChatBackend
+from operators.registry import OperatorRegistry
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_CALL_TIMEOUT_S = 300.0
+DEFAULT_RUN_TIMEOUT_S = 900.0
+
+
+class _NewMemo:
+    """Sentinel: give the engine its own bounded memo cache (pass None to turn memoisation off)."""
+
+
+NEW_MEMO = _NewMemo()
+
+
+class WorkflowEngine:
+    """Executes workflows for the canvas; one engine (and its memo cache) serves many runs."""
+
+    def __init__(
+        self,
+        registry: OperatorRegistry,
+        backend: ChatBackend,
+        *,
+        call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
+        run_timeout_s: float | None = DEFAULT_RUN_TIMEOUT_S,
+        memo: MemoCache | _NewMemo | None = NEW_MEMO,
+        runtime_options: dict[str, Any] | None = None,
+        max_reasks: int = 2,
+    ) -> None:
+        for name, value in (("call_timeout_s", call_timeout_s), ("run_timeout_s", run_timeout_s)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds or None (no limit); got {value!r}")
+        if max_reasks < 0:
+            raise ValueError(f"max_reasks must be >= 0; got {max_reasks}")
+        self.registry = registry
+        self.backend = backend
+        self.run_timeout_s = run_timeout_s
+        self.memo: MemoCache | None = MemoCache() if isinstance(memo, _NewMemo) else memo
+        self._settings = CallSettings(
+            call_timeout_s=call_timeout_s, max_reasks=max_reasks, runtime_options=dict(runtime_options or {})
+        )
+
+    async def run(
+        self, graph: WorkflowGraph, task: TaskSpec, *, progress: ProgressCallback | None = None
+    ) -> ExecutionReport:
+        if graph.is_empty:
+            return ExecutionReport(status="empty", error="the workflow has no stages; add an operator to run it")
+        ctx = RunContext(progress=progress, total=planned_total(graph))
+        caller = NodeCaller(
+            registry=self.registry, backend=self.backend, memo=self.memo, settings=self._settings, context=ctx
+        )
+        stages = StageRunner(caller)
+        state = FlowState.from_task(task)
+        failure: str | None = None
+        current = graph.stages[0].id
+        started = time.perf_counter()
+        limit = self.run_timeout_s
+        with anyio.move_on_after(math.inf if limit is None else limit) as scope:
+            for stage in graph.stages:
+                current = stage.id
+                outcome = await stages.run(stage, state, ctx.trace)
+                state, failure = outcome.state, outcome.failure
+
+        report = ExecutionReport(
+            status="ok",
+            llm_calls=ctx.llm_calls,
+            tokens=ctx.tokens,
+            duration_s=time.perf_counter() - started,
+            cache_hits=ctx.cache_hits,
+            trace=ctx.trace,
+        )
+        if scope.cancelled_caught:
+            running = ", ".join(f"{node} ({op})" for node, op in ctx.in_flight.items()) or "none"
+            report.status = "timeout"
+            report.error = (
+                f"the run exceeded its {limit:g}s limit during stage {current} (interrupted: {running}); "
+                "the trace holds what finished before"
+            )
+        elif failure is not None:
+            report.status = "failed"
+            report.error = f"the last stage {current} failed: {failure}"
+        elif (answer := state.final_answer()) is None:
+            report.status = "failed"
+            report.error = _no_answer_reason(state, ctx)
+        else:
+            report.output = answer
+            report.code = answer if task.task_type == "code" else None
+        log.info(
+            "workflow_run",
+            status=report.status,
+            stages=len(graph.stages),
+            llm_calls=report.llm_calls,
+            tokens=report.tokens,
+            cache_hits=report.cache_hits,
+            duration_s=round(report.duration_s, 3),
+        )
+        return report
+
+
+def _no_answer_reason(state: FlowState, ctx: RunContext) -> str:
+    failed = [row for row in ctx.trace if not row.ok and not row.skipped]
+    if failed:
+        first = failed[0]
+        return (
+            f"the workflow produced no answer: no solution-producing node succeeded "
+            f"(first error: {first.node_id} ({first.operator}): {first.error})"
+        )
+    if state.guidance:
+        return (
+            "the workflow produced no answer: its stages only added guidance (a plan is not an answer); "
+            "add a solver such as Custom, AnswerGenerate or Programmer after them"
+        )
+    return "the workflow produced no answer: no stage produced a solution; add a solver"

@@ -1,0 +1,71 @@
+"""Assemble the MCP server: store + registry + executor -> workbench -> tools, resources, prompt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcp.server import MCPServer
+from starlette.types import ASGIApp
+
+from flowsteer_mcp import __version__
+from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
+from flowsteer_mcp.canvas.observation import ObservationBuilder
+from flowsteer_mcp.server.auth import BearerTokenMiddleware
+from flowsteer_mcp.server.resources import register_resources
+from flowsteer_mcp.server.settings import ServerSettings
+from flowsteer_mcp.server.tools import register_tools
+from flowsteer_mcp.server.workbench import Workbench
+from flowsteer_mcp.store.base import WorkflowStore, open_store
+from operators.registry import OperatorRegistry, default_registry
+
+INSTRUCTIONS = (
+    "FlowSteer canvas: build an agentic workflow for a task. create_workflow returns a workflow_id; edit it with "
+    "act (Flow-Director tag dialect) or the typed tools (add_operator, add_structure, delete_node, modify_node, "
+    "set_prompt); the workflow runs after each edit; finish checks the finish gate. list_operators shows the library."
+)
+
+
+@dataclass
+class FlowSteerServer:
+    mcp: MCPServer
+    bench: Workbench
+    settings: ServerSettings
+
+    def http_app(self) -> ASGIApp:
+        """The streamable-HTTP ASGI app, behind bearer-token auth when a token is configured."""
+        app = self.mcp.streamable_http_app(
+            streamable_http_path=self.settings.path,
+            max_request_body_size=self.settings.max_body_bytes,
+            host=self.settings.host,
+        )
+        token = self.settings.token
+        return BearerTokenMiddleware(app, token.get_secret_value()) if token else app
+
+    async def aclose(self) -> None:
+        await self.bench.store.close()
+
+
+def build_server(
+    settings: ServerSettings | None = None,
+    *,
+    registry: OperatorRegistry | None = None,
+    executor: WorkflowExecutor | None = None,
+    store: WorkflowStore | None = None,
+    observer: ObservationBuilder | None = None,
+) -> FlowSteerServer:
+    settings = settings or ServerSettings()
+    registry = registry or default_registry()
+    bench = Workbench(
+        store or open_store(settings.store),
+        registry,
+        executor or NoExecutor(),
+        max_workflows=settings.max_workflows,
+        ttl_s=settings.workflow_ttl_s,
+    )
+    observer = observer or ObservationBuilder.default()
+    server = MCPServer(
+        name="flowsteer", title="FlowSteer workflow canvas", version=__version__, instructions=INSTRUCTIONS
+    )
+    register_tools(server, bench, settings, observer)
+    register_resources(server, bench, observer)
+    return FlowSteerServer(mcp=server, bench=bench, settings=settings)

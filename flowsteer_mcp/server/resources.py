@@ -1,0 +1,52 @@
+"""MCP resources (read-only JSON/Mermaid views) and the `flow_director` prompt."""
+
+from __future__ import annotations
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import UserMessage
+from mcp.server.mcpserver.exceptions import ResourceError
+
+from flowsteer_mcp.canvas.export import export_mermaid
+from flowsteer_mcp.canvas.observation import ObservationBuilder
+from flowsteer_mcp.canvas.options import FINISH_PRESETS, TaskSpec
+from flowsteer_mcp.canvas.session import Canvas, CanvasState
+from flowsteer_mcp.server.tools import catalog_of, detail_of, infer_task_type
+from flowsteer_mcp.server.workbench import Workbench, WorkflowNotFound
+
+
+def register_resources(server: MCPServer, bench: Workbench, observer: ObservationBuilder) -> None:
+    @server.resource("flowsteer://operators", mime_type="application/json", description="the operator library")
+    async def operators_resource() -> str:
+        return catalog_of(bench).model_dump_json(indent=2)
+
+    @server.resource(
+        "flowsteer://workflows/{workflow_id}", mime_type="application/json", description="a workflow's full state"
+    )
+    async def workflow_resource(workflow_id: str) -> str:
+        try:
+            async with bench.open(workflow_id, write=False) as canvas:
+                return detail_of(workflow_id, canvas).model_dump_json(indent=2)
+        except WorkflowNotFound:
+            raise ResourceError(f"Unknown workflow_id {workflow_id!r}.") from None
+
+    @server.resource(
+        "flowsteer://workflows/{workflow_id}/mermaid", mime_type="text/vnd.mermaid", description="a workflow as Mermaid"
+    )
+    async def workflow_mermaid(workflow_id: str) -> str:
+        try:
+            async with bench.open(workflow_id, write=False) as canvas:
+                return export_mermaid(canvas.state.graph)
+        except WorkflowNotFound:
+            raise ResourceError(f"Unknown workflow_id {workflow_id!r}.") from None
+
+    @server.prompt(
+        title="Flow-Director", description="system prompt and first turn for designing a workflow for a task"
+    )
+    async def flow_director(task: str, task_type: str = "auto", finish: str = "paper") -> list[UserMessage]:
+        kind = infer_task_type(task_type, None, None)
+        policy = FINISH_PRESETS.get(finish, FINISH_PRESETS["paper"])
+        spec = TaskSpec(problem=task, task_type=kind)
+        canvas = Canvas(CanvasState(task=spec), bench.registry)
+        system = observer.system_prompt(bench.registry, policy)
+        first = observer.turn(spec, canvas.view(), None)
+        return [UserMessage(content=system + "\n\n" + first)]

@@ -1,0 +1,387 @@
+"""MCP tools: a thin translation between tool calls and the canvas core.
+
+Agent mistakes (unknown ids, invalid edits, wrong state) raise ToolError with the canvas's actionable message
+and leave the workflow unchanged. `act` is the exception by design: an unparseable or invalid turn is a normal
+result (ok=false, one round used), because for a policy a wasted turn is part of the episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Literal, get_args
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from flowsteer_mcp.canvas.actions import AddStage, DeleteNode, ModifyNode, SetPrompt
+from flowsteer_mcp.canvas.blueprint import (
+    ConditionalBlueprint,
+    LoopBlueprint,
+    OperatorBlueprint,
+    ParallelBlueprint,
+    StageBlueprint,
+)
+from flowsteer_mcp.canvas.errors import CanvasError
+from flowsteer_mcp.canvas.execution import ProgressCallback, ProgressEvent
+from flowsteer_mcp.canvas.export import export_workflow as render_export
+from flowsteer_mcp.canvas.export import import_dsl, import_json
+from flowsteer_mcp.canvas.observation import ObservationBuilder
+from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec, TaskType
+from flowsteer_mcp.canvas.session import Canvas, CanvasState, execution_view
+from flowsteer_mcp.canvas.step import StepResult
+from flowsteer_mcp.canvas.validate import CanvasRules
+from flowsteer_mcp.server.results import (
+    CreatedWorkflow,
+    Deleted,
+    ExportResult,
+    OperatorCatalog,
+    OperatorInfo,
+    RunResult,
+    WorkflowDetail,
+    WorkflowList,
+    WorkflowOptionsInput,
+    WorkflowStep,
+    WorkflowSummary,
+)
+from flowsteer_mcp.server.settings import ServerSettings
+from flowsteer_mcp.server.workbench import Workbench, WorkbenchFull, WorkflowNotFound
+
+WorkflowId = Annotated[str, Field(min_length=1, max_length=64, description="handle returned by create_workflow")]
+NodeId = Annotated[str, Field(min_length=1, max_length=64, description="a node id such as node_3 or node_2_p0")]
+OperatorName = Annotated[str, Field(min_length=1, max_length=64, description="an operator name from list_operators")]
+TaskTypeInput = Literal["auto", "math", "code", "qa", "general"]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+EDIT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+
+
+def infer_task_type(task_type: str, entry_point: str | None, public_tests: str | None) -> TaskType:
+    """'auto' means code when the task names an entry point or tests, else general (no regex guessing)."""
+    for known in get_args(TaskType):
+        if task_type == known:
+            return known
+    return "code" if entry_point or public_tests else "general"
+
+
+def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings, observer: ObservationBuilder) -> None:
+    registry = bench.registry
+
+    def options_from(given: WorkflowOptionsInput | None) -> CanvasOptions:
+        given = given or WorkflowOptionsInput()
+        if given.max_rounds > settings.max_rounds_cap:
+            raise ToolError(f"max_rounds {given.max_rounds} exceeds this server's cap of {settings.max_rounds_cap}.")
+        unknown = [n for n in given.disabled_operators if n not in registry]
+        if unknown:
+            raise ToolError(
+                f"Unknown operators in disabled_operators: {', '.join(unknown)}. Valid: {', '.join(registry.names())}."
+            )
+        return CanvasOptions(**given.model_dump(), limits=settings.limits)
+
+    def task_from(task: str, task_type: TaskTypeInput, entry_point: str | None, public_tests: str | None) -> TaskSpec:
+        if not task.strip():
+            raise ToolError("task is empty: pass the problem statement the workflow should solve.")
+        if len(task) > settings.max_task_chars:
+            raise ToolError(f"task is {len(task)} characters; this server accepts at most {settings.max_task_chars}.")
+        kind = infer_task_type(task_type, entry_point, public_tests)
+        return TaskSpec(
+            problem=task, task_type=kind, entry_point=entry_point or None, public_tests=public_tests or None
+        )
+
+    @asynccontextmanager
+    async def opened(workflow_id: str, *, write: bool = True) -> AsyncIterator[Canvas]:
+        try:
+            async with bench.open(workflow_id, write=write) as canvas:
+                yield canvas
+        except WorkflowNotFound:
+            raise ToolError(
+                f"Unknown workflow_id {workflow_id!r} (never created, deleted, or expired). "
+                "Create one with create_workflow; list_workflows shows the live ones."
+            ) from None
+        except CanvasError as error:
+            raise ToolError(f"{error.code.value}: {error.message}") from None
+
+    def progress_to(ctx: Context) -> ProgressCallback:
+        async def report(event: ProgressEvent) -> None:
+            await ctx.report_progress(event.completed, event.total, f"{event.phase} {event.node_id} ({event.operator})")
+
+        return report
+
+    def step(workflow_id: str, result: StepResult) -> WorkflowStep:
+        return WorkflowStep(workflow_id=workflow_id, **result.model_dump())
+
+    async def created(state: CanvasState, message: str) -> CreatedWorkflow:
+        try:
+            workflow_id, canvas = await bench.create(state)
+        except WorkbenchFull as error:
+            raise ToolError(str(error)) from None
+        view = canvas.view()
+        feedback = canvas.feedback(message)
+        return CreatedWorkflow(
+            workflow_id=workflow_id,
+            ok=True,
+            message=message,
+            feedback=feedback,
+            state=view,
+            execution=execution_view(canvas.state.last_execution),
+            system_prompt=observer.system_prompt(registry, state.options.finish_policy()),
+            observation=observer.turn(state.task, view, None),
+        )
+
+    @server.tool(annotations=EDIT)
+    async def create_workflow(
+        task: Annotated[str, Field(description="the problem the workflow must solve")],
+        task_type: Annotated[TaskTypeInput, Field(description="math, code, qa, general, or auto")] = "auto",
+        entry_point: Annotated[str | None, Field(description="code tasks: the function to implement")] = None,
+        public_tests: Annotated[str | None, Field(description="code tasks: tests visible to the workflow")] = None,
+        options: WorkflowOptionsInput | None = None,
+    ) -> CreatedWorkflow:
+        """Create a new empty workflow canvas for a task; returns its workflow_id, state and first observation."""
+        state = CanvasState(task=task_from(task, task_type, entry_point, public_tests), options=options_from(options))
+        return await created(state, "Workflow created. Add operators (act or the typed tools), then finish.")
+
+    @server.tool(annotations=EDIT)
+    async def act(
+        workflow_id: WorkflowId,
+        text: Annotated[
+            str, Field(description="one Flow-Director turn in the tag dialect, or a prompt text when asked")
+        ],
+        ctx: Context,
+    ) -> WorkflowStep:
+        """Apply one Flow-Director turn (e.g. <action>add</action><operator>Plan</operator>); costs one round."""
+        async with opened(workflow_id) as canvas:
+            return step(workflow_id, await canvas.act(text, progress_to(ctx)))
+
+    @server.tool(annotations=EDIT)
+    async def add_operator(
+        workflow_id: WorkflowId,
+        operator: OperatorName,
+        ctx: Context,
+        prompt: Annotated[str | None, Field(description="custom instruction for this node")] = None,
+        position: Annotated[int | None, Field(description="0-based stage index; default appends")] = None,
+    ) -> WorkflowStep:
+        """Add one operator stage (appended, or inserted at `position`)."""
+        blueprint = OperatorBlueprint(operator=operator, prompt=prompt)
+        async with opened(workflow_id) as canvas:
+            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
+
+    @server.tool(annotations=EDIT)
+    async def add_structure(
+        workflow_id: WorkflowId,
+        structure: Annotated[Literal["parallel", "conditional", "loop"], Field(description="the kind of stage")],
+        ctx: Context,
+        operators: Annotated[list[str] | None, Field(description="parallel branches or loop body")] = None,
+        condition: Annotated[str | None, Field(description="conditional: the checker (Verify, Test, Review)")] = None,
+        on_fail: Annotated[str | None, Field(description="conditional: run when the check FAILS")] = None,
+        on_pass: Annotated[
+            str | None, Field(description="conditional: run when the check passes; omit for done")
+        ] = None,
+        count: Annotated[int | None, Field(description="loop: maximum iterations (1-10)")] = None,
+        prompts: Annotated[list[str | None] | None, Field(description="one prompt per operator, in order")] = None,
+        position: Annotated[int | None, Field(description="0-based stage index; default appends")] = None,
+    ) -> WorkflowStep:
+        """Add a parallel, conditional (`condition ? on_fail : on_pass|done`) or loop stage."""
+        blueprint = _structure_blueprint(structure, operators, condition, on_fail, on_pass, count, prompts)
+        async with opened(workflow_id) as canvas:
+            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def delete_node(
+        workflow_id: WorkflowId,
+        node_id: NodeId,
+        ctx: Context,
+        with_parent: Annotated[bool, Field(description="deleting a child removes its whole stage")] = False,
+    ) -> WorkflowStep:
+        """Delete a stage, or a child node when its structure stays valid."""
+        async with opened(workflow_id) as canvas:
+            action = DeleteNode(node_id=node_id, with_parent=with_parent)
+            return step(workflow_id, await canvas.edit(action, progress_to(ctx)))
+
+    @server.tool(annotations=EDIT)
+    async def modify_node(
+        workflow_id: WorkflowId,
+        node_id: NodeId,
+        operator: OperatorName,
+        ctx: Context,
+        prompt: Annotated[str | None, Field(description="new instruction; omitted = operator default")] = None,
+    ) -> WorkflowStep:
+        """Replace the operator of a node (top-level or inside a structure); its id stays the same."""
+        async with opened(workflow_id) as canvas:
+            action = ModifyNode(node_id=node_id, operator=operator, prompt=prompt)
+            return step(workflow_id, await canvas.edit(action, progress_to(ctx)))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=True))
+    async def set_prompt(
+        workflow_id: WorkflowId,
+        node_id: NodeId,
+        prompt: Annotated[str, Field(description="the node's custom instruction")],
+        ctx: Context,
+    ) -> WorkflowStep:
+        """Set the custom prompt (instruction) of an operator node."""
+        async with opened(workflow_id) as canvas:
+            return step(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress_to(ctx)))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=True))
+    async def run_workflow(workflow_id: WorkflowId, ctx: Context) -> RunResult:
+        """Execute the workflow now (progress notifications per node); no round is used."""
+        async with opened(workflow_id) as canvas:
+            report = await canvas.run(progress_to(ctx))
+        view = execution_view(report)
+        assert view is not None
+        return RunResult(workflow_id=workflow_id, execution=view, trace=report.trace)
+
+    @server.tool(annotations=EDIT)
+    async def finish(
+        workflow_id: WorkflowId,
+        ctx: Context,
+        answer: Annotated[
+            str | None, Field(description="optional claimed answer (recorded; the executed output is the answer)")
+        ] = None,
+    ) -> WorkflowStep:
+        """Ask to finish: the finish gate accepts or names the unmet constraint (a rejection costs a round)."""
+        async with opened(workflow_id) as canvas:
+            return step(workflow_id, await canvas.finish(answer, progress_to(ctx)))
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_workflow(workflow_id: WorkflowId) -> WorkflowDetail:
+        """Read the full state: graph, DSL, stats, last result, round, status."""
+        async with opened(workflow_id, write=False) as canvas:
+            return detail_of(workflow_id, canvas)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_operators() -> OperatorCatalog:
+        """The operator library (names, categories, roles, what each does and when to use it)."""
+        return catalog_of(bench)
+
+    @server.tool(annotations=READ_ONLY)
+    async def export_workflow(
+        workflow_id: WorkflowId,
+        format: Annotated[
+            Literal["json", "dsl", "mermaid"], Field(description="json (round-trippable), dsl, mermaid")
+        ] = "json",
+    ) -> ExportResult:
+        """Export the workflow as canonical JSON, DSL text or a Mermaid flowchart."""
+        async with opened(workflow_id, write=False) as canvas:
+            return ExportResult(
+                workflow_id=workflow_id, format=format, content=render_export(canvas.state.graph, format)
+            )
+
+    @server.tool(annotations=EDIT)
+    async def import_workflow(
+        spec: Annotated[str, Field(description="a JSON export or a DSL string")],
+        task: Annotated[str, Field(description="the problem the imported workflow is for")],
+        format: Annotated[Literal["auto", "json", "dsl"], Field(description="auto detects JSON vs DSL")] = "auto",
+        task_type: TaskTypeInput = "auto",
+        entry_point: str | None = None,
+        public_tests: str | None = None,
+        options: WorkflowOptionsInput | None = None,
+    ) -> CreatedWorkflow:
+        """Create a workflow from a JSON export or a DSL string (validated like any edit)."""
+        if len(spec) > settings.max_import_chars:
+            raise ToolError(f"spec is {len(spec)} characters; the limit is {settings.max_import_chars}.")
+        state = CanvasState(task=task_from(task, task_type, entry_point, public_tests), options=options_from(options))
+        rules = CanvasRules(registry, state.options)
+        kind = format if format != "auto" else ("json" if spec.lstrip().startswith("{") else "dsl")
+        try:
+            state.graph = import_json(spec, rules) if kind == "json" else import_dsl(spec, rules)
+        except CanvasError as error:
+            raise ToolError(f"{error.code.value}: {error.message}") from None
+        return await created(state, f"Workflow imported from {kind}.")
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def delete_workflow(workflow_id: WorkflowId) -> Deleted:
+        """Delete a workflow and its stored state."""
+        if not await bench.delete(workflow_id):
+            raise ToolError(f"Unknown workflow_id {workflow_id!r}; list_workflows shows the live ones.")
+        return Deleted(workflow_id=workflow_id, deleted=True)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_workflows() -> WorkflowList:
+        """The workflows this server holds, with status and current DSL."""
+        records = await bench.list()
+        summaries = []
+        for record in records:
+            canvas = Canvas(record.state, registry)
+            view = canvas.view()
+            summaries.append(
+                WorkflowSummary(
+                    workflow_id=record.workflow_id,
+                    task_preview=record.state.task.problem[:120],
+                    task_type=record.state.task.task_type,
+                    status=view.status,
+                    round=view.round,
+                    max_rounds=view.max_rounds,
+                    dsl=view.dsl,
+                )
+            )
+        return WorkflowList(workflows=summaries)
+
+
+def detail_of(workflow_id: str, canvas: Canvas) -> WorkflowDetail:
+    state = canvas.state
+    report = state.last_execution
+    view = execution_view(report)
+    return WorkflowDetail(
+        workflow_id=workflow_id,
+        task=state.task,
+        options=state.options.model_dump(mode="json"),
+        graph=state.graph.model_dump(mode="json"),
+        state=canvas.view(),
+        last_execution=RunResult(workflow_id=workflow_id, execution=view, trace=report.trace)
+        if report and view
+        else None,
+        end=state.end,
+        last_feedback=state.last_feedback,
+        history_length=len(state.history),
+    )
+
+
+def catalog_of(bench: Workbench) -> OperatorCatalog:
+    return OperatorCatalog(
+        operators=[
+            OperatorInfo(
+                name=s.name,
+                category=s.category.value,
+                role=s.role.value,
+                summary=s.summary,
+                when_to_use=s.when_to_use,
+                signature=s.signature,
+                accepts_prompt=s.accepts_prompt,
+                legacy=s.legacy,
+            )
+            for s in bench.registry.specs()
+        ]
+    )
+
+
+def _structure_blueprint(
+    structure: str,
+    operators: list[str] | None,
+    condition: str | None,
+    on_fail: str | None,
+    on_pass: str | None,
+    count: int | None,
+    prompts: list[str | None] | None,
+) -> StageBlueprint:
+    if structure == "conditional":
+        if not condition or not on_fail:
+            raise ToolError("A conditional needs `condition` (a checker) and `on_fail` (run when the check fails).")
+        if operators:
+            raise ToolError("A conditional takes condition/on_fail/on_pass, not `operators`.")
+        passed = None if on_pass is None or on_pass.strip().lower() == "done" else on_pass
+        return ConditionalBlueprint(check=condition, on_fail=on_fail, on_pass=passed, prompts=prompts)
+    if condition or on_fail or on_pass:
+        raise ToolError(f"condition/on_fail/on_pass only apply to conditionals, not to a {structure}.")
+    if not operators:
+        raise ToolError(f"A {structure} needs `operators` (a list of operator names).")
+    if structure == "parallel":
+        if count is not None:
+            raise ToolError("`count` only applies to loops.")
+        return ParallelBlueprint(operators=operators, prompts=prompts)
+    if count is None:
+        raise ToolError("A loop needs `count` (maximum iterations, 1-10).")
+    return LoopBlueprint(operators=operators, count=count, prompts=prompts)

@@ -1,0 +1,30 @@
+"""In-memory store: fast, per process; the workbench expires idle workflows from it."""
+
+from __future__ import annotations
+
+from flowsteer_mcp.store.base import StoredWorkflow
+
+
+class MemoryStore:
+    persistent = False
+
+    def __init__(self) -> None:
+        self._records: dict[str, StoredWorkflow] = {}
+
+    async def get(self, workflow_id: str) -> StoredWorkflow | None:
+        return self._records.get(workflow_id)
+
+    async def put(self, record: StoredWorkflow) -> None:
+        self._records[record.workflow_id] = record
+
+    async def delete(self, workflow_id: str) -> bool:
+        return self._records.pop(workflow_id, None) is not None
+
+    async def list(self) -> list[StoredWorkflow]:
+        return list(self._records.values())
+
+    async def count(self) -> int:
+        return len(self._records)
+
+    async def close(self) -> None:
+        self._records.clear()
