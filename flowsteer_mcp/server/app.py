@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mcp.server import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from flowsteer_mcp import __version__
@@ -33,10 +34,22 @@ class FlowSteerServer:
 
     def http_app(self) -> ASGIApp:
         """The streamable-HTTP ASGI app, behind bearer-token auth when a token is configured."""
+        settings = self.settings
+        security = None
+        if not settings.is_loopback() or settings.allowed_hosts:
+            hosts = [f"{settings.host}:*", *settings.allowed_hosts]
+            if settings.is_loopback():
+                hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+            security = TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=hosts,
+                allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
+            )
         app = self.mcp.streamable_http_app(
-            streamable_http_path=self.settings.path,
-            max_request_body_size=self.settings.max_body_bytes,
-            host=self.settings.host,
+            streamable_http_path=settings.path,
+            max_request_body_size=settings.max_body_bytes,
+            host=settings.host,
+            transport_security=security,
         )
         token = self.settings.token
         return BearerTokenMiddleware(app, token.get_secret_value()) if token else app

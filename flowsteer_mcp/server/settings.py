@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from flowsteer_mcp.canvas.options import CanvasLimits
@@ -23,3 +25,16 @@ class ServerSettings(BaseModel):
     path: str = "/mcp"
     token: SecretStr | None = None
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    allowed_hosts: list[str] = Field(default_factory=list)  # extra Host headers accepted (DNS-rebinding protection)
+
+    def is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,90 @@
+"""Command lines: `flowsteer-mcp` (the MCP server) and `flowsteer` (models, demo, solve, eval, train)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import anyio
+
+from flowsteer_mcp.logs import configure_logging
+
+
+def _server_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flowsteer-mcp", description="FlowSteer workflow-canvas MCP server.")
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--path", default="/mcp", help="HTTP endpoint path")
+    parser.add_argument("--store", default="memory", help="'memory' or 'sqlite:PATH' (persistent)")
+    parser.add_argument("--config", type=Path, default=None, help="executor config file (TOML/YAML)")
+    parser.add_argument("--no-executor", action="store_true", help="edit only; never run workflows")
+    parser.add_argument(
+        "--token-env", default="FLOWSTEER_MCP_TOKEN", help="environment variable holding the HTTP bearer token"
+    )
+    parser.add_argument("--allowed-host", action="append", default=[], help="extra Host header to accept (HTTP)")
+    parser.add_argument("--max-workflows", type=int, default=1000)
+    parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
+    parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
+    return parser
+
+
+def mcp_main(argv: list[str] | None = None) -> int:
+    from pydantic import SecretStr
+
+    from flowsteer_mcp.canvas.execution import NoExecutor
+    from flowsteer_mcp.executor import build_executor
+    from flowsteer_mcp.server import ServerSettings, build_server
+    from flowsteer_mcp.server.http import UnsafeBindError, serve_http
+    from operators.registry import default_registry
+
+    args = _server_parser().parse_args(argv)
+    configure_logging(args.log_level)
+    token = os.environ.get(args.token_env) or None
+    try:
+        settings = ServerSettings(
+            store=args.store,
+            host=args.host,
+            port=args.port,
+            path=args.path,
+            token=SecretStr(token) if token else None,
+            max_workflows=args.max_workflows,
+            workflow_ttl_s=args.ttl,
+            allowed_hosts=args.allowed_host,
+        )
+        registry = default_registry()
+        executor = NoExecutor() if args.no_executor else build_executor(registry, args.config)
+        server = build_server(settings, registry=registry, executor=executor)
+    except (ValueError, RuntimeError) as error:
+        print(f"flowsteer-mcp: {error}", file=sys.stderr)
+        return 2
+    if args.transport == "stdio":
+        server.mcp.run("stdio")
+        return 0
+    try:
+        anyio.run(serve_http, server)
+    except UnsafeBindError as error:
+        print(f"flowsteer-mcp: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="flowsteer", description="FlowSteer: models, demo, solve, eval, train.")
+    parser.add_argument("command", choices=["models", "serve"], help="what to do")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "models":
+        from operators.models import cli_prepare
+
+        if not rest or rest[0] not in ("prepare", "list"):
+            print("usage: flowsteer models prepare NAME [--home DIR] [--force] [--verify] | flowsteer models list")
+            return 2
+        return cli_prepare(rest[1:] if rest[0] == "prepare" else ["list", *rest[1:]])
+    return mcp_main(rest)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

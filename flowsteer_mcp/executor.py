@@ -1,0 +1,50 @@
+"""Choose the executor a server or command runs workflows with: configured, embedded local, or none."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import structlog
+
+from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
+from operators.registry import OperatorRegistry
+
+log = structlog.get_logger(__name__)
+_EXECUTOR_ENV = (
+    "FLOWSTEER_CONFIG",
+    "FLOWSTEER_EXECUTOR_MODEL",
+    "FLOWSTEER_EXECUTOR_BACKEND",
+    "FLOWSTEER_EXECUTOR_BASE_URL",
+)
+
+
+def executor_configured(config: Path | None) -> bool:
+    return config is not None or any(os.environ.get(name) for name in _EXECUTOR_ENV)
+
+
+def build_executor(
+    registry: OperatorRegistry, config: Path | None = None, *, required: bool = False
+) -> WorkflowExecutor:
+    """An engine over the configured executor backend; without configuration, the embedded default local model
+    when it has been prepared (`flowsteer models prepare`), else NoExecutor (or an error when `required`)."""
+    from flowsteer_mcp.engine import WorkflowEngine
+    from operators.backends.config import default_config, resolve_executor
+    from operators.backends.factory import build_backend, build_executor_backend
+
+    if executor_configured(config):
+        return WorkflowEngine(registry, build_executor_backend(config))
+    from operators.models import is_prepared
+
+    default = resolve_executor(default_config())
+    model_name = getattr(default.config, "path", "")
+    if is_prepared(model_name):
+        log.info("executor_default_local_model", model=model_name)
+        return WorkflowEngine(registry, build_backend(default))
+    if required:
+        raise RuntimeError(
+            f"No executor configured and the default local model {model_name!r} is not prepared: run "
+            f"`flowsteer models prepare {model_name}` or pass --config FILE (see README)."
+        )
+    log.warning("no_executor_configured", hint=f"flowsteer models prepare {model_name}, or --config FILE")
+    return NoExecutor()
