@@ -132,9 +132,8 @@ class NodeCaller:
         except UnknownOperatorError as exc:
             return OperatorOutput(ok=False, error=str(exc.args[0]) if exc.args else str(exc))
         metered = MeteredBackend(self._backend, node_id=node.id, operator=node.operator)
-        runtime = OperatorRuntime(
-            llm=metered, max_reasks=self._settings.max_reasks, options=dict(self._settings.runtime_options)
-        )
+        options = {**self._settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
+        runtime = OperatorRuntime(llm=metered, max_reasks=self._settings.max_reasks, options=options)
         started = time.perf_counter()
         try:
             output = await self._invoke(node, operator_cls, inputs, runtime)
