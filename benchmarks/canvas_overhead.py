@@ -124,6 +124,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def start_http_server(port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "FLOWSTEER_LOG_LEVEL": "WARNING"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "flowsteer_mcp", "--transport", "http", "--port", str(port), "--no-executor"],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -151,12 +160,7 @@ async def main() -> None:
         memory = await through_mcp(client, texts)
 
     port = free_port()
-    env = {**os.environ, "FLOWSTEER_LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "flowsteer_mcp", "--transport", "http", "--port", str(port), "--no-executor"],
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_http_server(port)
     try:
         url = f"http://127.0.0.1:{port}/mcp"
         wait_ready(url, proc)
