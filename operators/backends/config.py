@@ -140,23 +140,23 @@ class OpenAIModelConfig(_Strict):
 class LocalModelConfig(_Strict):
     backend: Literal["local"]
     path: str = Field(min_length=1)  # a prepared model name (`flowsteer models prepare`) or a folder
+    dtype: Literal["bfloat16", "float32", "float16"] = "bfloat16"  # bf16 is ~2x faster than fp32 on CPU
+    num_threads: int | None = Field(default=None, ge=1)  # None: torch's default
+    max_batch_size: int = Field(default=4, ge=1)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
 
 class ScriptedModelConfig(_Strict):
     backend: Literal["scripted"]
-    model: str = "scripted"
+    model: str | None = None  # None: the recording's model, else "scripted"
     replies: list[str] = Field(default_factory=list)  # canned replies, in order
-    recording: str | None = None  # a recorded-responses file to replay
+    recording: str | None = None  # a JSONL file written by `RecordingBackend`, replayed by request
+    default_reply: str | None = None  # answers whatever nothing else answers
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
 
-ModelConfig = Annotated[
-    OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig, Field(discriminator="backend")
-]
-_MODEL_ADAPTER: TypeAdapter[OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig] = TypeAdapter(
-    ModelConfig
-)
+ModelConfig = Annotated[OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig, Field(discriminator="backend")]
+_MODEL_ADAPTER: TypeAdapter[OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig] = TypeAdapter(ModelConfig)
 
 
 class ExecutorSelection(_Strict):
@@ -250,15 +250,17 @@ def resolve_executor(config: BackendsConfig, *, env: Mapping[str, str] | None = 
         resolved = _MODEL_ADAPTER.validate_python(fields)
     except ValidationError as exc:
         used = [v for v in (ENV_MODEL, ENV_BACKEND, ENV_BASE_URL, ENV_API_KEY_ENV) if environ.get(v)]
-        raise ConfigError(
-            _describe(exc, f"executor model {name!r} after overrides from {', '.join(used) or 'no variables'}")
-        ) from None
+        message = _describe(exc, f"executor model {name!r} after overrides from {', '.join(used)}")
+        if name == "env":
+            message += (
+                f"; an executor built from the environment alone needs {ENV_MODEL} "
+                f"(and {ENV_BASE_URL} for the openai backend)"
+            )
+        raise ConfigError(message) from None
     return NamedModelConfig(name=name, config=resolved)
 
 
-def load_executor_config(
-    path: str | Path | None = None, *, env: Mapping[str, str] | None = None
-) -> NamedModelConfig:
+def load_executor_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> NamedModelConfig:
     """The executor's model entry: config file (or default) plus environment overrides."""
     return resolve_executor(load_config(path, env=env), env=env)
 

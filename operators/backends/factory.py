@@ -6,7 +6,6 @@ torch/transformers (the `local` backend does) and the scripted test double stays
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from operators.backends.config import (
 )
 from operators.backends.usage import UsageLog
 
-__all__ = ["build_backend", "build_executor_backend", "resolve_local_model_path"]
+__all__ = ["build_backend", "build_executor_backend"]
 
 
 def build_backend(
@@ -31,7 +30,10 @@ def build_backend(
     env: Mapping[str, str] | None = None,
     usage_log: UsageLog | None = None,
 ) -> ChatBackend:
-    """A ready backend for `model_cfg`; secrets are read from `env` (default: the process environment)."""
+    """A ready backend for `model_cfg`; secrets are read from `env` (default: the process environment).
+
+    `usage_log` lets several openai backends share one log; the local and scripted backends keep their own.
+    """
     config = model_cfg.config if isinstance(model_cfg, NamedModelConfig) else model_cfg
     if isinstance(config, OpenAIModelConfig):
         return _build_openai(config, env, usage_log)
@@ -52,28 +54,7 @@ def build_executor_backend(
     return build_backend(load_executor_config(path, env=env), env=env, usage_log=usage_log)
 
 
-def resolve_local_model_path(path: str) -> Path:
-    """A folder as given, or the cache folder of a prepared model name; a clear error when neither exists."""
-    given = Path(path).expanduser()
-    if given.is_dir():
-        return given
-    looks_like_path = os.sep in path or path.startswith((".", "~"))
-    if looks_like_path:
-        raise ConfigError(f"local model folder {given} does not exist")
-    from operators.models.cache import model_dir
-
-    prepared = model_dir(path)
-    if not prepared.is_dir():
-        raise ConfigError(
-            f"local model {path!r} is not prepared (looked in {prepared}); run "
-            f"`flowsteer models prepare {path}` or set `path` to a model folder"
-        )
-    return prepared
-
-
-def _build_openai(
-    config: OpenAIModelConfig, env: Mapping[str, str] | None, usage_log: UsageLog | None
-) -> ChatBackend:
+def _build_openai(config: OpenAIModelConfig, env: Mapping[str, str] | None, usage_log: UsageLog | None) -> ChatBackend:
     from operators.backends.openai_compat import OpenAICompatBackend, RetryPolicy
 
     return OpenAICompatBackend(
@@ -94,12 +75,28 @@ def _build_openai(
 
 
 def _build_local(config: LocalModelConfig) -> ChatBackend:
-    from operators.backends.local import LocalBackend  # imports torch: only when asked for
+    from operators.backends.local import LocalBackend  # torch is imported on first generation, not here
+    from operators.models.catalog import UnknownModelError
+    from operators.models.errors import ModelPrepareError
 
-    return LocalBackend(resolve_local_model_path(config.path), config.sampling)
+    try:
+        return LocalBackend(
+            config.path,
+            dtype=config.dtype,
+            num_threads=config.num_threads,
+            defaults=config.sampling,
+            max_batch_size=config.max_batch_size,
+        )
+    except (ModelPrepareError, UnknownModelError) as exc:
+        raise ConfigError(f"local model {config.path!r}: {exc.args[0] if exc.args else exc}") from exc
 
 
 def _build_scripted(config: ScriptedModelConfig) -> ChatBackend:
-    from operators.backends.scripted import ScriptedBackend
+    from operators.backends.scripted import ScriptedBackend, load_recordings
 
-    return ScriptedBackend(list(config.replies), model=config.model)
+    try:
+        recordings = load_recordings(config.recording) if config.recording is not None else []
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"scripted recording {config.recording}: {exc}") from exc
+    model = config.model or (recordings[0].response.model if recordings else "scripted")
+    return ScriptedBackend(config.replies, recordings=recordings, default=config.default_reply, model=model)

@@ -292,12 +292,13 @@ class OpenAICompatBackend:
             data = json.loads(body)
         except ValueError:
             raise _Failure(f"the reply is not JSON: {_snippet(body)!r}", retryable=True) from None
+        if isinstance(data, dict) and "error" in data and "choices" not in data:
+            # Some gateways report failures as HTTP 200 with an error object.
+            raise _Failure(f"the endpoint answered with an error: {_snippet(json.dumps(data))}", retryable=True)
         try:
             completion = _Completion.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '<body>'}: {e['msg']}" for e in exc.errors()
-            )
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<body>'}: {e['msg']}" for e in exc.errors())
             raise _Failure(f"the reply is not a chat completion ({problems})", retryable=True) from None
         if not _is_same_model(self._model, completion.model):
             raise _Failure(
@@ -376,7 +377,8 @@ class OpenAICompatBackend:
             retryable=failure.retryable,
         )
         if failure.retryable:
-            outcome = f"gave up after {attempts} attempts (max_retries={self._retry.max_retries})"
+            plural = "attempt" if attempts == 1 else "attempts"
+            outcome = f"gave up after {attempts} {plural} (max_retries={self._retry.max_retries})"
         else:
             outcome = f"not retryable; failed at attempt {attempts}"
         message = f"{self!r}: {reason}; {outcome}"

@@ -41,6 +41,7 @@ class StubReply:
     body: bytes | None = None  # raw body sent verbatim instead of a completion (garbage tests)
     content_type: str = "application/json"
     delay_s: float = 0.0  # added to the stub's base latency
+    trickle_s: float = 0.0  # pause between body chunks: each read is quick, the whole reply is slow
     headers: Mapping[str, str] = field(default_factory=dict)
     prompt_tokens: int | None = None  # None: word count of the request messages
     completion_tokens: int | None = None  # None: word count of the content
@@ -54,13 +55,21 @@ class StubReply:
         return cls(status=status, body=body, headers=headers)
 
     @classmethod
-    def garbage(cls, body: bytes = b'{"choices": [ this is not json', content_type: str = "application/json"):
+    def garbage(
+        cls, body: bytes = b'{"choices": [ this is not json', content_type: str = "application/json"
+    ) -> StubReply:
+        """A 200 answer whose body is `body` verbatim (broken JSON by default)."""
         return cls(body=body, content_type=content_type)
 
     @classmethod
     def hang(cls, seconds: float) -> StubReply:
         """Answer normally, but only after `seconds` (longer than the client timeout: a timeout)."""
         return cls(delay_s=seconds)
+
+    @classmethod
+    def trickle(cls, pause_s: float) -> StubReply:
+        """Send headers at once, then the body in small chunks `pause_s` apart."""
+        return cls(trickle_s=pause_s)
 
 
 @dataclass(frozen=True)
@@ -148,10 +157,13 @@ class OpenAIStub:
     def start(self) -> OpenAIStub:
         if self._server is not None:
             return self
+        self._stopping.clear()
         server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))  # port 0: the OS picks
         server.daemon_threads = True
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="openai-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-stub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -203,18 +215,19 @@ class OpenAIStub:
     def _authorised(self, headers: Mapping[str, str]) -> bool:
         return self._api_key is None or headers.get("authorization") == f"Bearer {self._api_key}"
 
-    def _chat(self, body: Any) -> tuple[int, bytes, str, Mapping[str, str]]:
+    def _chat(self, body: Any) -> tuple[int, bytes, str, Mapping[str, str], float]:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error_body(400, "request body must be a JSON object with `messages`")
+            return (*_error_body(400, "request body must be a JSON object with `messages`"), 0.0)
         requested = str(body.get("model", ""))
         if self.served_models is not None and requested not in self.served_models:
-            return _error_body(404, f"The model `{requested}` does not exist.")
+            return (*_error_body(404, f"The model `{requested}` does not exist."), 0.0)
         reply = self._next_reply(body)
         self._sleep(self.latency_s + reply.delay_s)
         if reply.body is not None or reply.status != 200:
             raw = reply.body if reply.body is not None else b""
-            return reply.status, raw, reply.content_type, reply.headers
-        return 200, json.dumps(_completion(body, reply)).encode(), "application/json", reply.headers
+            return reply.status, raw, reply.content_type, reply.headers, reply.trickle_s
+        completion = json.dumps(_completion(body, reply)).encode()
+        return 200, completion, "application/json", reply.headers, reply.trickle_s
 
     def _models(self) -> tuple[int, bytes, str, Mapping[str, str]]:
         names = sorted(self.served_models or {"stub-model"})
@@ -285,7 +298,14 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(*_error_body(404, f"no route {self.path}"))
 
-        def _send(self, status: int, body: bytes, content_type: str, headers: Mapping[str, str]) -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes,
+            content_type: str,
+            headers: Mapping[str, str],
+            trickle_s: float = 0.0,
+        ) -> None:
             try:
                 self.send_response(status)
                 self.send_header("content-type", content_type)
@@ -293,7 +313,15 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(body)
+                if trickle_s <= 0:
+                    self.wfile.write(body)
+                    return
+                self.wfile.flush()
+                step = max(1, len(body) // 16)
+                for start in range(0, len(body), step):
+                    self.wfile.write(body[start : start + step])
+                    self.wfile.flush()
+                    stub._sleep(trickle_s)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test); nothing to answer
 
