@@ -77,7 +77,7 @@ CATALOG: dict[str, ModelRecipe] = {
     for recipe in (
         ModelRecipe(
             name="tiny-qwen3",
-            recipe_version=1,
+            recipe_version=2,  # 2: initializer_range 0.1 so greedy output depends on the prompt
             kind="tiny",
             description="Random-weight Qwen3 (hidden 128, 2 layers) with a 1024-token BPE; for fast tests only.",
             license="Apache-2.0 (our own build)",
@@ -149,4 +149,6 @@ def get_recipe(name: str) -> ModelRecipe:
         return CATALOG[name.strip().lower()]
     except KeyError:
         known = ", ".join(sorted(CATALOG))
-        raise UnknownModelError(f"unknown model {name!r}; known models: {known} (or pass a model folder path)") from None
+        raise UnknownModelError(
+            f"unknown model {name!r}; known models: {known} (or pass a model folder path)"
+        ) from None

@@ -20,14 +20,15 @@ log = structlog.get_logger(__name__)
 SEED = 20240611
 VOCAB_SIZE = 1024
 
-_WORDS = (
+_WORD_TEXT = (
     "the a an of to in is was for on that with as by at from it this be are or not have has which you we they "
     "he she their there what when where why how all any each few more most other some such no only own same so "
     "than too very can will just should now answer question problem solution step plan check test code value "
     "number list string function return result input output error true false first second last next sum total "
     "count add subtract multiply divide equal greater less small large even odd prime square root half double "
     "time day year price cost apple book car city river mountain water light sound word sentence letter digit"
-).split()
+)
+_WORDS = tuple(_WORD_TEXT.split())
 
 _CODE_LINES = (
     "def {f}({a}, {b}):", "    return {a} + {b}", "    return {a} * {b}", "for {a} in range({n}):",
@@ -107,6 +108,8 @@ def build_tiny_qwen3(out_dir: Path) -> None:
         head_dim=32,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
+        # Larger than the usual 0.02 so greedy output varies with the prompt instead of repeating one token.
+        initializer_range=0.1,
         bos_token_id=None,
         eos_token_id=im_end,
         pad_token_id=text_end,
@@ -114,7 +117,7 @@ def build_tiny_qwen3(out_dir: Path) -> None:
     # Seed only our own generator state for the duration of the build, leaving the caller's RNG alone.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
-        model = Qwen3ForCausalLM(config).to(torch.float32)
+        model = Qwen3ForCausalLM(config).float()
     model.generation_config = GenerationConfig(eos_token_id=[im_end, text_end], pad_token_id=text_end)
     model.save_pretrained(out_dir)
     log.info("model_tiny_built", out=str(out_dir), params=model.num_parameters(), vocab=len(tokenizer))
