@@ -22,7 +22,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -33,7 +32,7 @@ log = structlog.get_logger(__name__)
 ProblemType = Literal["math", "qa", "code"]
 PROBLEM_TYPES: tuple[ProblemType, ...] = ("math", "qa", "code")
 
-# Source-name prefixes -> problem type, longest prefix first ("mathqa" must win over "math").
+# Source-name prefixes -> problem type; the first match wins, so "mathqa" comes before "math".
 _SOURCE_TYPES: tuple[tuple[str, ProblemType], ...] = (
     ("bigcodebench", "code"),
     ("humaneval", "code"),
@@ -170,14 +169,15 @@ class Problem(BaseModel):
     ground_truth: str
     meta: dict[str, Any] = Field(default_factory=dict)
 
-    _code: CodeMeta | None = PrivateAttr(default=None)
-
     @model_validator(mode="after")
     def _check_grading_material(self) -> Problem:
-        if self.problem_type != "code":
-            if not self.ground_truth.strip():
-                raise RecordFieldError("ground_truth", f"a {self.problem_type} problem needs a non-empty gold")
-            return self
+        if self.problem_type == "code":
+            self._code_meta()  # raises RecordFieldError for a malformed or test-less code record
+        elif not self.ground_truth.strip():
+            raise RecordFieldError("ground_truth", f"a {self.problem_type} problem needs a non-empty gold")
+        return self
+
+    def _code_meta(self) -> CodeMeta:
         try:
             code = CodeMeta.from_meta(self.meta)
         except ValidationError as exc:
@@ -189,15 +189,14 @@ class Problem(BaseModel):
                 code = code.model_copy(update={"entry_point": guessed})
         if not code.has_hidden_tests:
             raise RecordFieldError("meta.test", "code problem has no hidden test (meta.test or meta.test_cases)")
-        self._code = code
-        return self
+        return code
 
     @property
     def code(self) -> CodeMeta:
-        """Typed code meta; only code problems have one."""
-        if self._code is None:
+        """Typed code meta (derived from `meta` on each access, so it can never go stale)."""
+        if self.problem_type != "code":
             raise ValueError(f"problem {self.id!r} is a {self.problem_type} problem, not a code problem")
-        return self._code
+        return self._code_meta()
 
     @property
     def options(self) -> dict[str, str] | None:
@@ -213,12 +212,10 @@ class Problem(BaseModel):
         return [part.strip() for part in self.ground_truth.split("|") if part.strip()]
 
     def public_view(self) -> PublicProblem:
-        view = PublicProblem(
-            id=self.id, source=self.source, problem_type=self.problem_type, problem=self.problem
-        )
-        if self._code is None:
+        view = PublicProblem(id=self.id, source=self.source, problem_type=self.problem_type, problem=self.problem)
+        if self.problem_type != "code":
             return view
-        code = self._code
+        code = self.code
         return view.model_copy(
             update={
                 "entry_point": code.entry_point,
@@ -280,13 +277,16 @@ def _normalise_record(raw: Mapping[str, Any], path: Path, line: int) -> dict[str
         raise DatasetError(path, line, "meta", f"must be an object, got {type(meta_raw).__name__}")
     meta = dict(meta_raw)
     for key, value in raw.items():
-        target = _RELEASED_ALIASES.get(key, key)
-        if target in _OUR_KEYS:
-            if target in record and key != target:
-                continue  # our own name wins over the released alias when both are present
+        if key in _OUR_KEYS:
+            record[key] = value
+    for key, value in raw.items():
+        if key in _OUR_KEYS:
+            continue
+        target = _RELEASED_ALIASES.get(key)
+        if target is not None and target not in record:
             record[target] = value
-        else:
-            meta.setdefault(key, value)  # keep extra top-level fields (task_id, context ...) as meta
+        else:  # extra fields (task_id, context ...) and aliases shadowed by our own names are kept as meta
+            meta.setdefault(key, value)
     record["meta"] = meta
 
     if "source" not in record or record["source"] in (None, ""):
