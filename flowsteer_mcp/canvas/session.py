@@ -108,6 +108,7 @@ class Canvas:
         self.registry = registry
         self.executor: WorkflowExecutor = executor or NoExecutor()
         self.rules = CanvasRules(registry, state.options)
+        self._ran_this_step = False
 
     # ----- views -------------------------------------------------------------------------------------
     def stats(self) -> GraphStats:
@@ -227,6 +228,7 @@ class Canvas:
 
     async def _transaction(self, step: Callable[[], Awaitable[T]]) -> T:
         snapshot = self.state.model_copy(deep=True)
+        self._ran_this_step = False
         try:
             return await step()
         except BaseException:
@@ -244,7 +246,7 @@ class Canvas:
             assert isinstance(turn, ActionTurn)
             action = turn.action
             if isinstance(action, Finish):
-                return await self._finish("act", action.answer, progress, text=text)
+                return await self._finish("act", action.answer, progress, text=text, lenient=turn.lenient)
             return await self._start_edit(action, text, progress, lenient=turn.lenient)
         except CanvasError as error:
             return self._failed(error, "act", text)
@@ -351,10 +353,17 @@ class Canvas:
                 log.exception("executor_crashed")
                 report = ExecutionReport(status="failed", error=f"executor error: {type(error).__name__}: {error}")
         self.state.last_execution = report
+        self._ran_this_step = True
         return report
 
     async def _finish(
-        self, source: Literal["act", "tool"], answer: str | None, progress: ProgressCallback | None, *, text: str = ""
+        self,
+        source: Literal["act", "tool"],
+        answer: str | None,
+        progress: ProgressCallback | None,
+        *,
+        text: str = "",
+        lenient: bool = False,
     ) -> StepResult:
         if source == "tool":
             self.state.rounds_used += 1
@@ -367,7 +376,8 @@ class Canvas:
         label = text or ("finish" + (f" answer={answer!r}" if answer else ""))
         if violations:
             message = "Finish rejected: " + " ".join(v.message for v in violations)
-            return self._failed(CanvasError(ErrorCode.WRONG_STATE, message), source, label, code="finish_rejected")
+            error = CanvasError(ErrorCode.WRONG_STATE, message)
+            return self._failed(error, source, label, code="finish_rejected", lenient=lenient)
         self.state.status = "finished"
         self.state.end = EpisodeEnd(
             reason="finished",
@@ -376,12 +386,18 @@ class Canvas:
             final_code=report.code if report and report.ok else None,
             claimed_answer=answer,
         )
-        return self._result(True, "Workflow finished.", source, label, status_label="Finished")
+        return self._result(True, "Workflow finished.", source, label, status_label="Finished", lenient=lenient)
 
     def _failed(
-        self, error: CanvasError, source: Literal["act", "tool"], text: str, *, code: str | None = None
+        self,
+        error: CanvasError,
+        source: Literal["act", "tool"],
+        text: str,
+        *,
+        code: str | None = None,
+        lenient: bool = False,
     ) -> StepResult:
-        return self._result(False, error.message, source, text, error_code=code or error.code.value)
+        return self._result(False, error.message, source, text, error_code=code or error.code.value, lenient=lenient)
 
     def _result(
         self,
@@ -427,7 +443,7 @@ class Canvas:
             message=message,
             feedback=feedback,
             state=view,
-            execution=execution_view(report),
+            execution=execution_view(report, fresh=self._ran_this_step),
             done=self.done,
             error_code=error_code,
             end_reason=end.reason if end else None,
@@ -448,10 +464,11 @@ class Canvas:
             )
 
 
-def execution_view(report: ExecutionReport | None) -> ExecutionView | None:
+def execution_view(report: ExecutionReport | None, *, fresh: bool = False) -> ExecutionView | None:
     if report is None:
         return None
     return ExecutionView(
+        fresh=fresh,
         status=report.status,
         ok=report.ok,
         output=report.output,

@@ -43,6 +43,9 @@ class StateView(BaseModel):
 
 
 class ExecutionView(BaseModel):
+    """The workflow's latest run. `fresh` says whether that run happened during this step (count usage only then)."""
+
+    fresh: bool = False
     status: str
     ok: bool
     output: str | None = None

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
+from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.server.mcpserver import UserMessage
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.types import INVALID_PARAMS
 
 from flowsteer_mcp.canvas.export import export_mermaid
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import FINISH_PRESETS, TaskSpec
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
-from flowsteer_mcp.server.tools import catalog_of, detail_of, infer_task_type
+from flowsteer_mcp.server.tools import TaskTypeInput, catalog_of, detail_of, infer_task_type
 from flowsteer_mcp.server.workbench import Workbench, WorkflowNotFound
 
 
@@ -43,8 +47,17 @@ def register_resources(server: MCPServer, bench: Workbench, observer: Observatio
         title="Flow-Director", description="system prompt and first turn for designing a workflow for a task"
     )
     async def flow_director(task: str, task_type: str = "auto", finish: str = "paper") -> list[UserMessage]:
+        # Only an MCPError reaches the client with its message; anything else becomes "Internal server error".
+        if not task.strip():
+            raise MCPError(INVALID_PARAMS, "task is empty: pass the problem statement the workflow should solve.")
+        if task_type not in get_args(TaskTypeInput):
+            raise MCPError(
+                INVALID_PARAMS, f"Unknown task_type {task_type!r}; use one of {', '.join(get_args(TaskTypeInput))}."
+            )
+        if finish not in FINISH_PRESETS:
+            raise MCPError(INVALID_PARAMS, f"Unknown finish preset {finish!r}; use one of {', '.join(FINISH_PRESETS)}.")
         kind = infer_task_type(task_type, None, None)
-        policy = FINISH_PRESETS.get(finish, FINISH_PRESETS["paper"])
+        policy = FINISH_PRESETS[finish]
         spec = TaskSpec(problem=task, task_type=kind)
         canvas = Canvas(CanvasState(task=spec), bench.registry)
         system = observer.system_prompt(bench.registry, policy)

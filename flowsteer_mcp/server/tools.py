@@ -230,7 +230,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         """Execute the workflow now (progress notifications per node); no round is used."""
         async with opened(workflow_id) as canvas:
             report = await canvas.run(progress_to(ctx))
-        view = execution_view(report)
+        view = execution_view(report, fresh=True)
         assert view is not None
         return RunResult(workflow_id=workflow_id, execution=view, trace=report.trace)
 
@@ -372,6 +372,8 @@ def _structure_blueprint(
             raise ToolError("A conditional needs `condition` (a checker) and `on_fail` (run when the check fails).")
         if operators:
             raise ToolError("A conditional takes condition/on_fail/on_pass, not `operators`.")
+        if count is not None:
+            raise ToolError("`count` only applies to loops.")
         passed = None if on_pass is None or on_pass.strip().lower() == "done" else on_pass
         return ConditionalBlueprint(check=condition, on_fail=on_fail, on_pass=passed, prompts=prompts)
     if condition or on_fail or on_pass:

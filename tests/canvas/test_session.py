@@ -62,6 +62,10 @@ async def test_full_build_through_act_with_prompt_turns() -> None:
         "awaiting_prompt", "building", "awaiting_prompt", "awaiting_prompt", "building", "building",
         "awaiting_prompt", "awaiting_prompt", "building", "building",
     ]  # fmt: skip
+    # usage is reported as fresh only by the steps that actually ran the workflow
+    assert [bool(r.execution and r.execution.fresh) for r in results] == [
+        False, True, False, False, True, True, False, False, True, True,
+    ]  # fmt: skip
     final = results[-1]
     assert final.state.dsl == "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
     assert final.state.round == 10

@@ -1,0 +1,187 @@
+"""`flowsteer demo`: one real episode through the MCP tools, executed by a local model.
+
+The server is started the way assistants start it (`flowsteer-mcp` over stdio, executor = the prepared local
+model); the client is the official MCP SDK client. The edits come from a fixed per-task-type template (the
+`template` baseline director), written partly in the Flow-Director dialect through `act` (with prompt turns) and
+partly through the typed tools. The final program is then checked against the task's hidden tests in the sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+DEFAULT_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "second_largest.json"
+
+# (kind, payload): "act" sends dialect text; "tool" calls a typed tool with arguments.
+CODE_TEMPLATE: list[tuple[str, Any]] = [
+    ("act", "<action>add</action><operator>Plan</operator>"),
+    ("act", "Outline the algorithm in two or three short steps and name the edge cases; do not write code."),
+    ("act", "<action>add</action><structure>parallel</structure><operators>Programmer, Programmer</operators>"),
+    ("act", "Write the complete function with the exact signature, using the simplest clearly correct approach."),
+    ("act", "Write the complete function with the exact signature, handling empty and degenerate inputs explicitly."),
+    (
+        "tool",
+        ("add_operator", {"operator": "ScEnsemble", "prompt": "Choose the candidate most likely to pass the tests."}),
+    ),
+    (
+        "tool",
+        (
+            "add_structure",
+            {
+                "structure": "conditional",
+                "condition": "Test",
+                "on_fail": "Revise",
+                "prompts": [
+                    "Run the public tests.",
+                    "Fix the function so that the failing tests pass; keep the signature.",
+                ],
+            },
+        ),
+    ),
+    ("act", "<action>finish</action>"),
+]
+
+
+def _line(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _executor_config(model: str, folder: Path) -> Path:
+    config = folder / "executor.toml"
+    config.write_text(
+        '[executor]\nmodel = "demo"\n\n[models.demo]\nbackend = "local"\n'
+        f'path = "{model}"\n\n[models.demo.sampling]\ntemperature = 0.0\nmax_tokens = 768\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+def _preview(text: str | None, limit: int = 70) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+async def _episode(model: str, task: dict[str, Any], workdir: Path) -> int:
+    meta = task.get("meta", {})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "flowsteer_mcp", "--config", str(_executor_config(model, workdir))],
+        env={"FLOWSTEER_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"},
+    )
+    totals = {"llm_calls": 0, "tokens": 0}
+    started = time.monotonic()
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        _line(f"      .. {message} ({int(progress)}/{int(total or 0)})")
+
+    async with Client(params) as client:
+        created = await client.call_tool(
+            "create_workflow",
+            {
+                "task": task["problem"],
+                "task_type": "code",
+                "entry_point": meta.get("entry_point"),
+                "public_tests": meta.get("public_tests"),
+            },
+        )
+        if created.is_error or created.structured_content is None:
+            raise RuntimeError(f"create_workflow failed: {created.content}")
+        workflow_id = created.structured_content["workflow_id"]
+        _line(f"workflow {workflow_id} created (finish preset: paper)")
+        for number, (kind, payload) in enumerate(CODE_TEMPLATE, start=1):
+            if kind == "act":
+                name, arguments = "act", {"workflow_id": workflow_id, "text": payload}
+                label = _preview(payload, 90)
+            else:
+                name, extra = payload
+                arguments = {"workflow_id": workflow_id, **extra}
+                label = f"{name}({_preview(json.dumps(extra), 80)})"
+            _line(f"[{number}] {name}: {label}")
+            result = await client.call_tool(name, arguments, progress_callback=progress)
+            step = result.structured_content
+            if result.is_error or step is None:
+                raise RuntimeError(f"{name} failed: {result.content}")
+            execution = step.get("execution") or {}
+            if execution.get("fresh"):
+                totals["llm_calls"] += execution.get("llm_calls", 0)
+                totals["tokens"] += execution.get("tokens", 0)
+            status = "awaiting prompt" if step["state"]["awaiting_prompt_for"] else (execution.get("status") or "-")
+            _line(
+                f"    ok={step['ok']} dsl={step['state']['dsl'] or '(empty)'} run={status} "
+                f"calls={execution.get('llm_calls', 0)} cached={execution.get('cache_hits', 0)}"
+            )
+            if not step["ok"]:
+                _line(f"    message: {step['message']}")
+        detail = (await client.call_tool("get_workflow", {"workflow_id": workflow_id})).structured_content
+    assert detail is not None
+    elapsed = time.monotonic() - started
+    _line()
+    _line(f"workflow: {detail['state']['dsl']}")
+    _line(f"episode end: {(detail.get('end') or {}).get('reason', 'not finished')}")
+    last = detail.get("last_execution") or {}
+    _line("per-node trace of the final run (cached = reused from an earlier run of this episode):")
+    _line(
+        f"  {'node':<13}{'operator':<12}{'ok':<4}{'verdict':<8}{'cached':<7}{'calls':>5}{'tokens':>7}{'secs':>7}  output"
+    )
+    for row in last.get("trace", []):
+        verdict = "-" if row.get("verdict") is None else ("pass" if row["verdict"] else "fail")
+        shown = "(skipped)" if row.get("skipped") else _preview(row.get("error") or row.get("output"), 50)
+        _line(
+            f"  {row['node_id']:<13}{row['operator']:<12}{'y' if row['ok'] else 'n':<4}{verdict:<8}"
+            f"{'y' if row.get('cached') else 'n':<7}{row.get('llm_calls', 0):>5}{row.get('tokens', 0):>7}"
+            f"{row.get('latency_s', 0.0):>7.1f}  {shown}"
+        )
+    end = detail.get("end") or {}
+    final_code = end.get("final_code") or end.get("final_answer") or (last.get("execution") or {}).get("output")
+    _line()
+    _line("final answer (the executed workflow's program):")
+    _line(final_code or "(none: the workflow produced no answer)")
+    passed = await _check_hidden_tests(final_code, meta)
+    _line()
+    _line(
+        f"hidden tests: {'PASSED' if passed else 'FAILED'} ({len(meta.get('test', '').splitlines())} asserts, "
+        "never shown to the workflow)"
+    )
+    _line(
+        f"LLM calls: {totals['llm_calls']}, tokens: {totals['tokens']}, wall time: {elapsed:.1f} s "
+        f"(executor: {model} on CPU)"
+    )
+    return 0
+
+
+async def _check_hidden_tests(code: str | None, meta: dict[str, Any]) -> bool:
+    if not code:
+        return False
+    from operators.sandbox import run_code
+
+    result = await run_code(code, tests=meta.get("test"), entry_point=meta.get("entry_point"))
+    if not result.passed:
+        _line(f"  sandbox: {result.status} {result.reason or ''} (isolation: {result.isolation.mode})")
+    return bool(result.passed)
+
+
+def demo_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="flowsteer demo", description="One real episode on a local model.")
+    parser.add_argument("--model", default=os.environ.get("FLOWSTEER_DEMO_MODEL", "qwen2.5-coder-0.5b-instruct"))
+    parser.add_argument("--task", type=Path, default=DEFAULT_TASK, help="a JSON task record (code task)")
+    args = parser.parse_args(argv)
+    from operators.models import prepare
+
+    task = json.loads(args.task.read_text(encoding="utf-8"))
+    _line(f"task: {args.task.name}: {_preview(task['problem'], 100)}")
+    started = time.monotonic()
+    folder = prepare(args.model)
+    _line(f"executor model {args.model} ready at {folder} ({time.monotonic() - started:.1f} s)")
+    with tempfile.TemporaryDirectory(prefix="flowsteer-demo-") as workdir:
+        return anyio.run(_episode, args.model, task, Path(workdir))
