@@ -1,0 +1,78 @@
+"""Fixtures for the MCP server tests: an in-process server with a scripted executor and an in-memory client.
+
+Building an MCPServer costs ~0.2 s (tool schemas), so tests share one server with default settings and start
+each test from an empty workbench and a reset executor. Tests that need other settings build their own
+server with `connect(settings)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import pytest
+from mcp import Client
+
+from flowsteer_mcp.server import ServerSettings, build_server
+from flowsteer_mcp.server.app import FlowSteerServer
+from flowsteer_mcp.store.memory import MemoryStore
+from operators.registry import OperatorRegistry, default_registry
+from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.servers import ToolCaller, entered_in_own_task
+
+Connect = Callable[..., AbstractAsyncContextManager[ToolCaller]]
+
+
+@pytest.fixture(scope="session")
+def registry() -> OperatorRegistry:
+    return default_registry()
+
+
+@pytest.fixture(scope="session")
+def shared_executor() -> ScriptedExecutor:
+    return ScriptedExecutor()
+
+
+@pytest.fixture(scope="session")
+def shared_app(registry: OperatorRegistry, shared_executor: ScriptedExecutor) -> FlowSteerServer:
+    return build_server(ServerSettings(), registry=registry, executor=shared_executor, store=MemoryStore())
+
+
+@pytest.fixture
+def executor(shared_executor: ScriptedExecutor) -> ScriptedExecutor:
+    shared_executor.reset()
+    return shared_executor
+
+
+@pytest.fixture
+async def app(shared_app: FlowSteerServer, executor: ScriptedExecutor) -> AsyncIterator[FlowSteerServer]:
+    assert await shared_app.bench.list() == [], "a previous test left workflows behind"
+    yield shared_app
+    for record in await shared_app.bench.list():
+        await shared_app.bench.delete(record.workflow_id)
+
+
+@pytest.fixture
+async def tools(app: FlowSteerServer) -> AsyncIterator[ToolCaller]:
+    async with entered_in_own_task(Client(app.mcp)) as client:
+        yield ToolCaller(client)
+
+
+@pytest.fixture
+def connect(registry: OperatorRegistry) -> Connect:
+    """`async with connect(settings, executor=...) as tools:` a private server (use inside the test body)."""
+
+    @asynccontextmanager
+    async def connected(
+        settings: ServerSettings | None = None, *, executor: ScriptedExecutor | None = None
+    ) -> AsyncIterator[ToolCaller]:
+        server = build_server(
+            settings or ServerSettings(),
+            registry=registry,
+            executor=executor or ScriptedExecutor(),
+            store=MemoryStore(),
+        )
+        async with Client(server.mcp) as client:
+            yield ToolCaller(client)
+
+    return connected

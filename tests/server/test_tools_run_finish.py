@@ -1,0 +1,303 @@
+"""run_workflow (with progress notifications), finish (the gate's presets), and the no-executor mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp.types import TextContent
+
+from flowsteer_mcp.canvas.model import WorkflowGraph
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.server import ServerSettings, build_server
+from flowsteer_mcp.store.memory import MemoryStore
+from operators.registry import OperatorRegistry
+from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.servers import ToolCaller, result_text
+
+FULL_DSL = "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
+
+
+async def build_full(tools: ToolCaller, **create: Any) -> str:
+    workflow_id = await tools.create(**create)
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="Plan")
+    await tools.ok("add_structure", workflow_id=workflow_id, structure="parallel", operators=["Programmer", "Custom"])
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="ScEnsemble")
+    await tools.ok(
+        "add_structure", workflow_id=workflow_id, structure="conditional", condition="Verify", on_fail="Revise"
+    )
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="Format")
+    assert await tools.dsl(workflow_id) == FULL_DSL
+    return workflow_id
+
+
+def answer(text: str) -> Any:
+    def scripted(graph: WorkflowGraph, task: TaskSpec) -> str:
+        return text
+
+    return scripted
+
+
+async def test_run_workflow_streams_progress_per_operator_node(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+    workflow_id = await tools.create()
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="Plan")
+    await tools.ok("add_structure", workflow_id=workflow_id, structure="parallel", operators=["Programmer", "Custom"])
+    before = await tools.snapshot(workflow_id)
+    events: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        events.append((progress, total, message))
+
+    result = await tools.client.call_tool("run_workflow", {"workflow_id": workflow_id}, progress_callback=on_progress)
+    assert not result.is_error, result_text(result)
+    assert events == [
+        (0, 3, "started node_1 (Plan)"),
+        (1, 3, "finished node_1 (Plan)"),
+        (1, 3, "started node_2_p0 (Programmer)"),
+        (2, 3, "finished node_2_p0 (Programmer)"),
+        (2, 3, "started node_2_p1 (Custom)"),
+        (3, 3, "finished node_2_p1 (Custom)"),
+    ]
+    run = result.structured_content
+    assert run is not None
+    assert run["execution"]["ok"] is True and run["execution"]["output"] == "Plan -> [Programmer, Custom]"
+    assert (run["execution"]["llm_calls"], run["execution"]["tokens"]) == (3, 30)
+    assert [t["node_id"] for t in run["trace"]] == ["node_1", "node_2_p0", "node_2_p1"]
+    after = await tools.snapshot(workflow_id)
+    assert after == before, "running uses no round and changes no graph"
+    assert executor.dsls[-1] == "Plan -> [Programmer, Custom]"
+
+
+async def test_edits_report_progress_too(tools: ToolCaller) -> None:
+    workflow_id = await tools.create()
+    messages: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+
+    text = "<action>add</action><operator>Custom</operator><prompt>Solve it carefully.</prompt>"
+    result = await tools.client.call_tool(
+        "act", {"workflow_id": workflow_id, "text": text}, progress_callback=on_progress
+    )
+    assert not result.is_error
+    assert messages == ["started node_1 (Custom)", "finished node_1 (Custom)"]
+
+
+async def test_run_of_an_empty_workflow(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+    workflow_id = await tools.create()
+    run = await tools.ok("run_workflow", workflow_id=workflow_id)
+    assert run["execution"]["status"] == "empty" and run["execution"]["ok"] is False
+    assert run["trace"] == [] and executor.calls == []
+
+
+async def test_executor_failure_is_reported_and_the_episode_continues(
+    tools: ToolCaller, executor: ScriptedExecutor
+) -> None:
+    executor.failure = "executor timed out after 3 retries"
+    workflow_id = await tools.create()
+    step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
+    assert step["ok"] is True and step["state"]["dsl"] == "Custom"
+    assert step["execution"]["ok"] is False and step["execution"]["output"] is None
+    assert step["execution"]["error"] == "executor timed out after 3 retries"
+    assert "[Execution]: failed" in step["feedback"]
+    assert "[Error]: executor timed out after 3 retries" in step["feedback"]
+    executor.failure = None
+    step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Format")
+    assert step["execution"]["ok"] is True and step["execution"]["output"] == "Custom -> Format"
+
+
+async def test_executor_crash_becomes_a_failed_execution_not_a_tool_error(
+    tools: ToolCaller, executor: ScriptedExecutor
+) -> None:
+    executor.crash = RuntimeError("backend exploded")
+    workflow_id = await tools.create()
+    step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
+    assert step["state"]["dsl"] == "Custom" and step["state"]["round"] == 1
+    assert step["execution"]["status"] == "failed"
+    assert step["execution"]["error"] == "executor error: RuntimeError: backend exploded"
+    run = await tools.ok("run_workflow", workflow_id=workflow_id)
+    assert run["execution"]["error"] == "executor error: RuntimeError: backend exploded"
+
+
+async def test_no_executor_configured_edits_still_work(registry: OperatorRegistry) -> None:
+    from mcp import Client
+
+    server = build_server(ServerSettings(), registry=registry, store=MemoryStore())
+    async with Client(server.mcp) as client:
+        tools = ToolCaller(client)
+        workflow_id = await tools.create(options={"finish": "relaxed"})
+        step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom", prompt="Solve it carefully.")
+        assert step["ok"] is True and step["state"]["dsl"] == "Custom"
+        assert step["execution"]["status"] == "no_executor" and step["execution"]["ok"] is False
+        assert "no executor configured" in step["execution"]["error"]
+        assert "[Execution]: no executor configured" in step["feedback"]
+        act = await tools.act(
+            workflow_id, "<action>add</action><operator>Format</operator><prompt>Only the answer.</prompt>"
+        )
+        assert act["state"]["dsl"] == "Custom -> Format"
+        run = await tools.ok("run_workflow", workflow_id=workflow_id)
+        assert run["execution"]["status"] == "no_executor" and "no executor configured" in run["execution"]["error"]
+        done = await tools.ok("finish", workflow_id=workflow_id, answer="42")
+        assert done["done"] is True and done["end_reason"] == "finished"
+        assert done["final_answer"] is None, "nothing ran, so there is no answer (the claim is not an answer)"
+
+
+@pytest.mark.parametrize(
+    ("stages", "expected", "absent"),
+    [
+        ([], ["non_empty", "empty", "at least 5"], []),
+        (
+            ["Plan", "Custom", "Format"],
+            ["at least 5", "No structure used", "No checker: add one of Verify, Test, Review"],
+            ["No solver"],
+        ),
+        (
+            ["Plan", "Custom", "Verify", "Revise", "Format"],
+            ["No structure used"],
+            ["at least 5", "No checker", "No solver"],
+        ),
+        (
+            ["Plan", ("parallel", ["Programmer", "Custom"]), "ScEnsemble", "Format"],
+            ["No checker"],
+            ["at least 5", "No structure"],
+        ),
+        (
+            ["Plan", ("parallel", ["Programmer", "Custom"]), "Verify"],
+            ["at least 5"],
+            ["No checker", "No structure", "No solver"],
+        ),
+        (
+            ["Plan", ("parallel", ["Plan", "Decompose"]), "Decompose", "Verify"],
+            ["No solver: add one of Custom"],
+            ["at least 5", "No checker"],
+        ),
+    ],
+)
+async def test_paper_finish_rejection_names_the_missing_constraint(
+    tools: ToolCaller, executor: ScriptedExecutor, stages: list[Any], expected: list[str], absent: list[str]
+) -> None:
+    executor.answer = answer("391")
+    workflow_id = await tools.create()
+    for stage in stages:
+        if isinstance(stage, tuple):
+            await tools.ok("add_structure", workflow_id=workflow_id, structure=stage[0], operators=stage[1])
+        else:
+            await tools.ok("add_operator", workflow_id=workflow_id, operator=stage)
+    before = await tools.snapshot(workflow_id)
+    step = await tools.ok("finish", workflow_id=workflow_id, answer="391")
+    after = await tools.snapshot(workflow_id)
+    assert step["ok"] is False and step["done"] is False
+    assert step["error_code"] == "finish_rejected"
+    assert step["message"].startswith("Finish rejected:")
+    for phrase in expected[1:] if expected[0] == "non_empty" else expected:
+        assert phrase in step["message"]
+    for phrase in absent:
+        assert phrase not in step["message"]
+    assert after["graph"] == before["graph"] and after["status"] == "building" and after["end"] is None
+    assert after["round"] == before["round"] + 1
+    assert after["history_length"] == before["history_length"] + 1
+
+
+async def test_verbose_output_needs_format_and_code_tests_need_programmer_and_test(
+    tools: ToolCaller, executor: ScriptedExecutor
+) -> None:
+    executor.answer = answer("The answer is 391.\nBecause 17 * 23 = 391.")
+    general = await tools.create()
+    for operator in ("Plan", "Custom", "Verify", "Revise"):
+        await tools.ok("add_operator", workflow_id=general, operator=operator)
+    await tools.ok("add_structure", workflow_id=general, structure="loop", operators=["Review"], count=2)
+    step = await tools.ok("finish", workflow_id=general)
+    assert step["ok"] is False and "The final output is verbose" in step["message"] and "Format" in step["message"]
+
+    code = await tools.create(
+        "Write add(a, b).", task_type="code", entry_point="add", public_tests="assert add(1, 2) == 3"
+    )
+    for operator in ("Plan", "Custom", "Verify", "Revise", "Format"):
+        await tools.ok("add_operator", workflow_id=code, operator=operator)
+    await tools.ok("add_structure", workflow_id=code, structure="loop", operators=["Review"], count=2)
+    step = await tools.ok("finish", workflow_id=code)
+    assert (
+        step["ok"] is False and "This code task has tests: the workflow needs Programmer and Test." in step["message"]
+    )
+
+
+async def test_paper_finish_accepts_the_full_workflow_and_scores_the_executed_output(
+    tools: ToolCaller, executor: ScriptedExecutor
+) -> None:
+    executor.answer = answer("391")
+    workflow_id = await build_full(tools, task_type="math")
+    calls = len(executor.calls)
+    step = await tools.ok("finish", workflow_id=workflow_id, answer="999")
+    assert step["ok"] is True and step["done"] is True
+    assert step["end_reason"] == "finished" and step["state"]["status"] == "finished"
+    assert step["final_answer"] == "391"
+    assert step["state"]["round"] == 6
+    assert "[Status]: Finished" in step["feedback"] and "[BLOCK_FINISH]" not in step["feedback"]
+    assert len(executor.calls) == calls, "the last edit's execution is reused, not re-run"
+    detail = await tools.detail(workflow_id)
+    assert detail["end"] == {
+        "reason": "finished",
+        "round": 6,
+        "final_answer": "391",
+        "final_code": None,
+        "claimed_answer": "999",
+    }
+    before = await tools.snapshot(workflow_id)
+    message = await tools.error("add_operator", workflow_id=workflow_id, operator="Format")
+    assert "episode is over (finished)" in message and "create_workflow" in message
+    message = await tools.error("act", workflow_id=workflow_id, text="<action>finish</action>")
+    assert "episode is over" in message
+    assert await tools.snapshot(workflow_id) == before
+
+
+async def test_relaxed_finish_accepts_one_operator(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+    workflow_id = await tools.create(options={"finish": "relaxed"})
+    rejected = await tools.ok("finish", workflow_id=workflow_id)
+    assert rejected["ok"] is False and "The workflow is empty" in rejected["message"]
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
+    step = await tools.ok("finish", workflow_id=workflow_id)
+    assert step["done"] is True and step["final_answer"] == "Custom"
+
+
+async def test_finish_runs_the_workflow_when_it_has_not_run(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+    workflow_id = await tools.create(options={"finish": "relaxed", "execute_each_step": False})
+    step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
+    assert step["execution"] is None and executor.calls == []
+    assert "[Execution]: not run yet" in step["feedback"]
+    done = await tools.ok("finish", workflow_id=workflow_id)
+    assert executor.dsls == ["Custom"]
+    assert done["final_answer"] == "Custom"
+
+
+async def test_failed_final_run_gives_no_answer(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+    executor.failure = "operator Custom failed"
+    workflow_id = await tools.create(options={"finish": "relaxed"})
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
+    step = await tools.ok("finish", workflow_id=workflow_id, answer="42")
+    assert step["done"] is True and step["final_answer"] is None
+
+
+async def test_finish_via_act_records_the_claim_but_scores_the_output(
+    tools: ToolCaller, executor: ScriptedExecutor
+) -> None:
+    executor.answer = answer("391")
+    workflow_id = await build_full(tools)
+    early = await tools.create()
+    rejected = await tools.act(early, "<action>finish</action><answer>391</answer>")
+    assert rejected["ok"] is False and rejected["error_code"] == "finish_rejected"
+    assert rejected["state"]["round"] == 1
+    step = await tools.act(workflow_id, "<think>done</think>[action]finish[/action][answer]12[/answer]")
+    assert step["done"] is True and step["final_answer"] == "391"
+    detail = await tools.detail(workflow_id)
+    assert detail["end"]["claimed_answer"] == "12"
+
+
+async def test_tool_error_text_is_the_canvas_message(tools: ToolCaller) -> None:
+    workflow_id = await tools.create()
+    result = await tools.client.call_tool("delete_node", {"workflow_id": workflow_id, "node_id": "node_1"})
+    assert result.is_error
+    assert isinstance(result.content[0], TextContent)
+    assert result.content[0].text == (
+        "Error executing tool delete_node: unknown_node: Node 'node_1' not found. "
+        "Existing node ids: none (the workflow is empty)."
+    )
