@@ -1,0 +1,151 @@
+"""The `policy` director: an LLM (FlowSteer-8b or any chat model) drives the canvas through `act`.
+
+Per round it builds the observation with the shared ObservationBuilder, samples one turn, strips complete
+`<think>` blocks, re-asks once (thinking off) when an action turn contains no action, and sends the text to
+`act`. An unclosed think block is sent as is and the canvas rejects it as an invalid turn. Every turn is
+recorded with its prompt, completion, token ids and log-probs (when the server returns them) and the feedback.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from mcp import Client
+from openai import AsyncOpenAI
+
+from flowsteer_mcp.canvas.observation import ObservationBuilder
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.canvas.step import StateView
+from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
+from flowsteer_mcp.director.finalize import add_usage, collect
+from flowsteer_mcp.director.generation import Generation, PolicySampling, generate
+from flowsteer_mcp.director.link import CanvasCallError, CanvasLink
+from operators.registry import OperatorRegistry, default_registry
+
+REASK = "Output exactly one action now, as tags (for example <action>add</action><operator>Custom</operator>), with no thinking."
+_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+_ACTION_TAG = re.compile(r"<action>|\[action\]", re.IGNORECASE)
+
+
+def visible_text(generation: Generation) -> str:
+    """The turn text without complete think blocks (an unclosed block is kept: the canvas rejects it)."""
+    return _THINK.sub("", generation.text).strip()
+
+
+def has_action(text: str) -> bool:
+    return bool(_ACTION_TAG.search(text)) and "<think>" not in text.lower()
+
+
+class PolicyDirector:
+    name = "policy"
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        *,
+        sampling: PolicySampling | None = None,
+        canvas_options: dict[str, Any] | None = None,
+        observer: ObservationBuilder | None = None,
+        registry: OperatorRegistry | None = None,
+        reask: bool = True,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.sampling = sampling or PolicySampling()
+        self.canvas_options = canvas_options or {}
+        self.observer = observer or ObservationBuilder.default()
+        self.registry = registry or default_registry()
+        self.reask = reask
+
+    @classmethod
+    def from_url(cls, base_url: str, model: str, *, api_key: str | None = None, **kwargs: Any) -> PolicyDirector:
+        return cls(AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed", max_retries=2), model, **kwargs)
+
+    async def _turn(self, messages: list[dict[str, str]], *, prompt_turn: bool) -> Generation:
+        return await generate(
+            self.client,
+            self.model,
+            messages,
+            self.sampling,
+            max_tokens=self.sampling.max_prompt_tokens if prompt_turn else self.sampling.max_action_tokens,
+            thinking=False
+            if prompt_turn and self.sampling.enable_thinking is not None
+            else self.sampling.enable_thinking,
+        )
+
+    async def run(self, task: TaskSpec, client: Client) -> EpisodeResult:
+        started = time.monotonic()
+        link = CanvasLink(client)
+        result = EpisodeResult(director=self.name, task=task)
+        try:
+            created = await link.create(task, self.canvas_options or None)
+            workflow_id = created["workflow_id"]
+            system = created["system_prompt"]
+            state = StateView.model_validate(created["state"])
+            feedback: str | None = None
+            done = False
+            while not done:
+                record, step = await self._round(link, workflow_id, task, state, system, feedback)
+                result.records.append(record)
+                result = add_usage(result, step)
+                result.policy_tokens += record.policy_prompt_tokens + record.policy_completion_tokens
+                feedback = step["feedback"]
+                state = StateView.model_validate(step["state"])
+                done = bool(step["done"])
+            result = await collect(link, workflow_id, result)
+        except CanvasCallError as error:
+            result = result.model_copy(update={"error": str(error)})
+        return result.model_copy(update={"wall_s": time.monotonic() - started})
+
+    async def _round(
+        self,
+        link: CanvasLink,
+        workflow_id: str,
+        task: TaskSpec,
+        state: StateView,
+        system: str,
+        feedback: str | None,
+    ) -> tuple[TurnRecord, dict[str, Any]]:
+        prompt_turn = state.awaiting_prompt_for is not None
+        if prompt_turn:
+            user = self.observer.prompt_turn(task, state, self.registry)
+            messages = [{"role": "user", "content": user}]
+        else:
+            user = self.observer.turn(task, state, feedback)
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        generation = await self._turn(messages, prompt_turn=prompt_turn)
+        sent = visible_text(generation)
+        reasked = False
+        if not prompt_turn and self.reask and not has_action(sent):
+            user = f"{user}\n\n{REASK}"
+            messages = [messages[0], {"role": "user", "content": user}]
+            generation = await generate(
+                self.client,
+                self.model,
+                messages,
+                self.sampling,
+                max_tokens=128,
+                thinking=False if self.sampling.enable_thinking is not None else None,
+            )
+            sent, reasked = visible_text(generation), True
+        step = await link.call("act", workflow_id=workflow_id, text=sent or generation.text or " ")
+        record = TurnRecord(
+            round=step["state"]["round"],
+            kind="prompt" if prompt_turn else "action",
+            system=None if prompt_turn else system,
+            prompt=user,
+            completion=generation.text,
+            sent=sent,
+            reasked=reasked,
+            prompt_token_ids=generation.prompt_token_ids,
+            completion_token_ids=generation.completion_token_ids,
+            completion_logprobs=generation.completion_logprobs,
+            ok=bool(step["ok"]),
+            feedback=step["feedback"],
+            policy_prompt_tokens=generation.prompt_tokens,
+            policy_completion_tokens=generation.completion_tokens,
+        )
+        return record, step
