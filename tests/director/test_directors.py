@@ -1,0 +1,114 @@
+"""Directors over a real in-memory MCP server: the policy loop (against an OpenAI-compatible stub), the
+template and direct baselines."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from mcp import Client
+
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.director.direct import DirectDirector
+from flowsteer_mcp.director.generation import PolicySampling
+from flowsteer_mcp.director.policy import REASK, PolicyDirector
+from flowsteer_mcp.director.template import TemplateDirector, template_dsl
+from flowsteer_mcp.server import build_server
+from operators.backends.scripted import ScriptedBackend
+from tests.support.openai_stub import OpenAIStub, StubReply
+from tests.support.scripted_executor import ScriptedExecutor
+
+TASK = TaskSpec(problem="What is 6*7?", task_type="math")
+
+
+def completion(content: str, token_ids: list[int] | None = None) -> StubReply:
+    """A raw vLLM-style completion carrying token ids and log-probs."""
+    choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "policy",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57},
+    }
+    if token_ids is not None:
+        choice["token_ids"] = token_ids
+        choice["logprobs"] = {"content": [{"token": f"t{i}", "logprob": -0.5, "bytes": None, "top_logprobs": []}
+                                          for i in token_ids]}  # fmt: skip
+        body["prompt_token_ids"] = [1, 2, 3]
+    return StubReply(body=json.dumps(body).encode())
+
+
+async def test_policy_director_runs_a_full_episode_through_act() -> None:
+    server = build_server(executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    with OpenAIStub() as stub:
+        stub.enqueue(
+            completion("<think>Start with a solver.</think><action>add</action><operator>Custom</operator>", [11, 12]),
+            completion("Compute 6*7 and answer with the number only.", [13]),
+            completion("Let me think about whether we are done."),  # no action: one re-ask
+            completion("<action>finish</action>", [14]),
+        )
+        director = PolicyDirector.from_url(
+            stub.base_url, "policy", sampling=PolicySampling(enable_thinking=True), canvas_options={"finish": "relaxed"}
+        )
+        async with Client(server.mcp) as client:
+            result = await director.run(TASK, client)
+        requests = [r.body for r in stub.chat_requests]
+    assert result.error is None
+    assert result.finished and result.end_reason == "finished"
+    assert result.answer == "42" and result.dsl == "Custom"
+    assert [r.kind for r in result.records] == ["action", "prompt", "action"]
+    first, prompt_turn, last = result.records
+    assert first.sent == "<action>add</action><operator>Custom</operator>"  # think stripped before act
+    assert first.completion.startswith("<think>")
+    assert first.completion_token_ids == [11, 12] and first.completion_logprobs == [-0.5, -0.5]
+    assert first.prompt_token_ids == [1, 2, 3]
+    assert prompt_turn.system is None and "Write the prompt" in prompt_turn.prompt
+    assert last.reasked and last.prompt.endswith(REASK)
+    assert result.llm_calls == 1 and result.turns == 3
+    # thinking on for action turns, off for prompt turns and the re-ask
+    kwargs = [r.get("chat_template_kwargs") for r in requests]
+    assert kwargs == [{"enable_thinking": True}, {"enable_thinking": False}, {"enable_thinking": True},
+                      {"enable_thinking": False}]  # fmt: skip
+    assert all(r.get("return_token_ids") is True and r.get("logprobs") is True for r in requests)
+    assert requests[0]["messages"][0]["role"] == "system" and len(requests[1]["messages"]) == 1
+
+
+async def test_policy_unclosed_think_is_an_invalid_turn_and_budget_ends_the_episode() -> None:
+    server = build_server(executor=ScriptedExecutor())
+    with OpenAIStub(responder=lambda body: completion("<think>I keep thinking and never close")) as stub:
+        director = PolicyDirector.from_url(stub.base_url, "policy", canvas_options={"max_rounds": 2})
+        async with Client(server.mcp) as client:
+            result = await director.run(TASK, client)
+    assert result.end_reason == "budget_exhausted" and result.turns == 2
+    assert all(not r.ok and r.reasked for r in result.records)
+    assert "Unclosed <think>" in result.records[0].feedback
+    assert result.answer is None
+
+
+async def test_template_director_builds_its_workflow_through_the_tools() -> None:
+    executor = ScriptedExecutor()
+    server = build_server(executor=executor)
+    async with Client(server.mcp) as client:
+        result = await TemplateDirector().run(TASK, client)
+    assert result.error is None and result.finished
+    assert (
+        result.dsl
+        == template_dsl("math")
+        == "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
+    )
+    assert len(executor.calls) == 1  # built without running, executed once at finish
+    assert result.answer == result.dsl  # the test double answers with the DSL that ran
+
+
+async def test_direct_director_makes_one_executor_call_and_extracts_code() -> None:
+    backend = ScriptedBackend(["Here you go:\n```python\ndef add(a, b):\n    return a + b\n```"])
+    task = TaskSpec(
+        problem="Write add(a, b).", task_type="code", entry_point="add", public_tests="assert add(1, 2) == 3"
+    )
+    result = await DirectDirector(backend).run(task)
+    assert result.answer == "def add(a, b):\n    return a + b"
+    assert result.llm_calls == 1 and result.error is None
+    assert "assert add(1, 2) == 3" in backend.requests[0].messages[-1].content
