@@ -85,7 +85,7 @@ async def test_local_policy_plays_a_whole_episode(policy_server: str) -> None:
     assert result.policy_tokens > 0
 
 
-async def test_unknown_model_is_refused_not_substituted(policy_server: str) -> None:
+def test_unknown_model_is_refused_not_substituted(policy_server: str) -> None:
     response = httpx.post(
         f"{policy_server}/chat/completions", json={"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}
     )
