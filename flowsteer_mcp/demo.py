@@ -116,11 +116,16 @@ async def _episode(model: str, task: dict[str, Any], workdir: Path) -> int:
             if execution.get("fresh"):
                 totals["llm_calls"] += execution.get("llm_calls", 0)
                 totals["tokens"] += execution.get("tokens", 0)
-            status = "awaiting prompt" if step["state"]["awaiting_prompt_for"] else (execution.get("status") or "-")
-            _line(
-                f"    ok={step['ok']} dsl={step['state']['dsl'] or '(empty)'} run={status} "
-                f"calls={execution.get('llm_calls', 0)} cached={execution.get('cache_hits', 0)}"
-            )
+            if step["state"]["awaiting_prompt_for"]:
+                ran = "waiting for the next prompt turn"
+            elif execution.get("fresh"):
+                ran = (
+                    f"ran: {execution['status']}, {execution.get('llm_calls', 0)} LLM calls, "
+                    f"{execution.get('cache_hits', 0)} nodes reused from cache"
+                )
+            else:
+                ran = "not run"
+            _line(f"    ok={step['ok']} dsl={step['state']['dsl'] or '(empty)'} | {ran}")
             if not step["ok"]:
                 _line(f"    message: {step['message']}")
         detail = (await client.call_tool("get_workflow", {"workflow_id": workflow_id})).structured_content
