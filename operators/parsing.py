@@ -92,6 +92,28 @@ def _tag_values(text: str, name: str) -> list[str]:
     return [m.group(1).strip() for m in pattern.finditer(text)]
 
 
+def _unclosed_tag_value(text: str, name: str, names: list[str]) -> str | None:
+    """Text after the last `<name>` that was never closed, up to the next field tag (or the end).
+
+    Small models often forget a closing tag or stop right after the answer; the content is still theirs.
+    """
+    opening = list(re.finditer(rf"<{re.escape(name)}\s*>", text, re.IGNORECASE))
+    if not opening:
+        return None
+    rest = text[opening[-1].end() :]
+    if re.search(rf"</{re.escape(name)}\s*>", rest, re.IGNORECASE):
+        return None  # closed after all: handled (or deliberately left empty) by the closed-tag reading
+    boundary = re.compile("|".join(rf"</?{re.escape(n)}\s*>" for n in names), re.IGNORECASE)
+    end = boundary.search(rest)
+    value = rest[: end.start()] if end else rest
+    return value.strip() or None
+
+
+def _has_field_tag(text: str, schema: ReplySchema) -> bool:
+    """Whether the reply opens any of the schema's tags (then an empty field is missing, not bare text)."""
+    return any(re.search(rf"<{re.escape(f.name)}\s*>", text, re.IGNORECASE) for f in schema.fields)
+
+
 def find_json_object(text: str) -> dict[str, Any] | None:
     """The first JSON object in `text` (inside a code fence or bare), or None."""
     decoder = json.JSONDecoder()
@@ -108,11 +130,14 @@ def find_json_object(text: str) -> dict[str, Any] | None:
 def _raw_fields(text: str, schema: ReplySchema) -> dict[str, Any]:
     """Collect raw field values from tags and from the first JSON object; the requested style wins."""
     from_tags: dict[str, Any] = {}
+    names = schema.field_names()
     for f in schema.fields:
         values = [v for v in _tag_values(text, f.name) if v]
         if values:
             # The last occurrence wins: models sometimes echo the format template before answering.
             from_tags[f.name] = values[-1]
+        elif (unclosed := _unclosed_tag_value(text, f.name, names)) is not None:
+            from_tags[f.name] = unclosed
     from_json: dict[str, Any] = {}
     obj = find_json_object(text)
     if obj is not None:
@@ -136,7 +161,7 @@ def parse_reply(text: str, schema: ReplySchema) -> dict[str, Any]:
     """
     cleaned = strip_think(text)
     raw = _raw_fields(cleaned, schema)
-    if not raw and schema.bare_field is not None and cleaned:
+    if not raw and schema.bare_field is not None and cleaned and not _has_field_tag(cleaned, schema):
         raw = {schema.bare_field: cleaned}
     values: dict[str, Any] = {}
     problems: list[str] = []
@@ -312,9 +337,7 @@ def _defines(code: str, name: str) -> bool:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
             return True
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in node.targets
-        ):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return True
     return False
 
@@ -326,8 +349,7 @@ def _looks_like_program(code: str) -> bool:
     except SyntaxError:
         return False
     return any(
-        not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Name | ast.Constant))
-        for node in tree.body
+        not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Name | ast.Constant)) for node in tree.body
     )
 
 

@@ -23,7 +23,7 @@ from operators.prompting import SYSTEM_PROMPT, describe_reply_format, reask_prom
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-O = TypeVar("O", bound=OperatorOutput)
+OutputT = TypeVar("OutputT", bound=OperatorOutput)
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,9 @@ class Failure:
     """Why an operator could not produce a result (becomes `ok=False, error=...`)."""
 
     error: str
+    from_backend: bool = False  # the executor call itself failed (as opposed to unusable replies)
 
-    def as_output(self, output_cls: type[O]) -> O:
+    def as_output(self, output_cls: type[OutputT]) -> OutputT:
         return output_cls(ok=False, error=self.error)
 
 
@@ -58,7 +59,7 @@ async def ask(
             response = await runtime.llm.complete(request)
         except BackendError as exc:
             log.warning("operator_backend_error", operator=operator, attempt=attempt, error=str(exc))
-            return Failure(f"{operator}: the executor call failed: {exc}")
+            return Failure(f"{operator}: the executor call failed: {exc}", from_backend=True)
         try:
             return await accept(response.text)
         except ReplyError as exc:

@@ -6,16 +6,13 @@ streams, the isolation actually applied), and the same text is quoted to the mod
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
-from operators.sandbox import run_code
+from operators.sandbox import ExecResult, run_code
 
 __all__ = ["ExecSummary", "execute"]
 
 _STREAM_TAIL = 2_000  # characters of stdout/stderr kept; the end of a traceback is the informative part
-_SUCCESS_STATUSES = frozenset({"ok", "success", "passed", "completed"})
 
 
 def _tail(text: str, limit: int = _STREAM_TAIL) -> str:
@@ -35,21 +32,19 @@ class ExecSummary(BaseModel):
     reason: str | None = None
 
     @classmethod
-    def from_result(cls, result: Any, *, with_tests: bool) -> ExecSummary:
-        status = str(getattr(result, "status", "unknown"))
-        status = getattr(getattr(result, "status", None), "value", status)
-        passed = getattr(result, "passed", None)
-        succeeded = passed is True if with_tests else str(status).lower() in _SUCCESS_STATUSES
-        isolation = getattr(result, "isolation", "")
+    def from_result(cls, result: ExecResult) -> ExecSummary:
+        # A test run succeeds only on the sandbox's unforgeable pass record; a plain run on status "ok".
+        succeeded = result.passed is True if result.passed is not None else result.status == "ok"
+        isolation = result.isolation.mode + (" (degraded)" if result.isolation.degraded else "")
         return cls(
-            status=str(status),
+            status=result.status,
             succeeded=succeeded,
-            passed=passed,
-            stdout=_tail(str(getattr(result, "stdout", "") or "")),
-            stderr=_tail(str(getattr(result, "stderr", "") or "")),
-            duration_s=float(getattr(result, "duration_s", 0.0) or 0.0),
-            isolation=str(getattr(isolation, "value", isolation) or ""),
-            reason=getattr(result, "reason", None),
+            passed=result.passed,
+            stdout=_tail(result.stdout),
+            stderr=_tail(result.stderr),
+            duration_s=result.duration_s,
+            isolation=isolation,
+            reason=result.reason or None,
         )
 
     def report(self) -> str:
@@ -73,4 +68,4 @@ async def execute(
 ) -> ExecSummary:
     """Run `code` (optionally against `tests`) in the sandbox."""
     result = await run_code(code, tests=tests, entry_point=entry_point, timeout_s=timeout_s)
-    return ExecSummary.from_result(result, with_tests=tests is not None)
+    return ExecSummary.from_result(result)

@@ -1,0 +1,227 @@
+"""Solving operators: each produces a new candidate solution (role SOLUTION).
+
+For code tasks a solver's solution *is* the program: `text` and `code` both hold it. For other tasks
+`text` is the answer (for Programmer, the value its program computed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
+from operators.library._dialogue import Failure, ask, ask_fields
+from operators.library._execution import ExecSummary, execute
+from operators.parsing import (
+    ReplyError,
+    ReplyField,
+    ReplyParseError,
+    ReplySchema,
+    extract_code,
+    strip_think,
+)
+from operators.prompting import compose_prompt, context_sections, describe_reply_format
+from operators.specs import BUILTIN_SPECS
+
+__all__ = [
+    "AnswerGenerate",
+    "AnswerOutput",
+    "Custom",
+    "CustomOutput",
+    "Programmer",
+    "ProgrammerOutput",
+    "code_reply_format",
+]
+
+
+def code_reply_format(entry_point: str | None) -> str:
+    """Reply format for every operator whose answer is a program."""
+    target = f" defining `{entry_point}`" if entry_point else ""
+    return (
+        f"Give the complete Python program{target} in one ```python code block. Include every import it "
+        "needs; no tests, examples or input() calls."
+    )
+
+
+class CustomOutput(OperatorOutput):
+    """Custom has no extras: the reply (or, for code tasks, the program) is the solution."""
+
+
+_CUSTOM_DEFAULT_JOB = "Solve the problem below. Show the key reasoning briefly and state the final answer clearly."
+_TEXT_REPLY_FORMAT = "Answer in plain text and end with the final answer on its own line."
+
+
+class Custom(Operator):
+    """The node's instruction is the job; without one, Custom solves the problem in words."""
+
+    spec = BUILTIN_SPECS["Custom"]
+    output_model = CustomOutput
+
+    async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CustomOutput:
+        is_code = inputs.task_type == "code"
+        instruction = (inputs.instruction or "").strip()
+        job = (
+            f"Carry out the following instruction for the problem below.\n{instruction}"
+            if instruction
+            else _CUSTOM_DEFAULT_JOB
+        )
+        reply_format = code_reply_format(inputs.entry_point) if is_code else _TEXT_REPLY_FORMAT
+        prompt = compose_prompt(
+            job=job,
+            sections=context_sections(inputs, solution=True, feedback=True, guidance=True, candidates=True),
+            reply_format=reply_format,
+        )
+
+        async def accept(reply: str) -> CustomOutput:
+            if is_code:
+                code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
+                return CustomOutput(text=code, code=code)
+            text = strip_think(reply)
+            if not text:
+                raise ReplyParseError("the reply was empty")
+            return CustomOutput(text=text)
+
+        result = await ask(runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+        return result.as_output(CustomOutput) if isinstance(result, Failure) else result
+
+
+class AnswerOutput(OperatorOutput):
+    thought: str | None = None
+
+
+_ANSWER_SCHEMA = ReplySchema(
+    fields=(
+        ReplyField("thought", required=False, hint="your step-by-step reasoning"),
+        ReplyField("answer", hint="only the final answer, with no explanation"),
+    )
+)
+_ANSWER_CODE_SCHEMA = ReplySchema(
+    fields=(
+        ReplyField("thought", required=False, hint="your step-by-step reasoning"),
+        ReplyField("answer", hint="the complete Python program in a ```python code block"),
+    ),
+    bare_field="answer",
+)
+_ANSWER_JOB = (
+    "Solve the problem below. Think it through step by step first, then give the final answer "
+    "separately from the reasoning."
+)
+
+
+class AnswerGenerate(Operator):
+    """Reasoning and answer in separate fields, so the answer is clean without a Format step."""
+
+    spec = BUILTIN_SPECS["AnswerGenerate"]
+    output_model = AnswerOutput
+
+    async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> AnswerOutput:
+        is_code = inputs.task_type == "code"
+        schema = _ANSWER_CODE_SCHEMA if is_code else _ANSWER_SCHEMA
+        prompt = compose_prompt(
+            job=_ANSWER_JOB,
+            sections=context_sections(inputs, guidance=True, feedback=True),
+            instruction=inputs.instruction,
+            reply_format=describe_reply_format(schema),
+        )
+
+        def check(fields: dict[str, object]) -> None:
+            if is_code:
+                fields["answer"] = extract_code(
+                    str(fields["answer"]), entry_point=inputs.entry_point, require_entry_point=True
+                )
+
+        reply = await ask_fields(runtime, self.spec.name, prompt, schema, check=check)
+        if isinstance(reply, Failure):
+            return reply.as_output(AnswerOutput)
+        answer: str = reply["answer"]
+        return AnswerOutput(text=answer, code=answer if is_code else None, thought=reply["thought"])
+
+
+class ProgrammerOutput(OperatorOutput):
+    execution: ExecSummary | None = None  # the last sandbox run
+    attempts: int = 0  # programs written (each one a separate executor reply)
+
+
+_RESULT_MARKER = "<<flowsteer: value returned by solve()>>"
+# Appended to math programs: prints solve()'s value after a marker line, so prints made by the program
+# itself cannot be mistaken for the answer. Integral floats print as integers ("42", not "42.0") and
+# other floats are rounded to 12 decimals to drop binary noise ("0.3", not "0.30000000000000004").
+_SOLVE_RUNNER = f"""
+
+# --- appended by the Programmer operator ---
+_flowsteer_value = solve()
+if isinstance(_flowsteer_value, float):
+    _flowsteer_value = int(_flowsteer_value) if _flowsteer_value.is_integer() else round(_flowsteer_value, 12)
+print()
+print({_RESULT_MARKER!r})
+print(_flowsteer_value)
+"""
+
+_CALC_JOB = (
+    "Write a Python program that computes the answer to the problem below. Define a function solve() "
+    "that takes no arguments and returns the final answer (a number, or a short string when the answer "
+    "is not a number). Do not read input and do not call solve() yourself: the program is run and the "
+    "value returned by solve() is taken as the answer."
+)
+
+
+def _code_job(entry_point: str | None) -> str:
+    target = f"the function `{entry_point}`" if entry_point else "the requested code"
+    return (
+        f"Write a correct, self-contained Python implementation of {target} for the task below, with the "
+        "exact signature the task asks for. The code is loaded and checked in a sandbox."
+    )
+
+
+@dataclass
+class _ProgramAttempts:
+    count: int = 0
+    last: ExecSummary | None = None
+
+
+class Programmer(Operator):
+    """Writes Python and runs it in the sandbox; a failing program is sent back with its error."""
+
+    spec = BUILTIN_SPECS["Programmer"]
+    output_model = ProgrammerOutput
+
+    async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> ProgrammerOutput:
+        is_code = inputs.task_type == "code"
+        entry_point = inputs.entry_point if is_code else "solve"
+        reply_format = code_reply_format(entry_point)
+        prompt = compose_prompt(
+            job=_code_job(entry_point) if is_code else _CALC_JOB,
+            sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
+            instruction=inputs.instruction,
+            reply_format=reply_format,
+        )
+        attempts = _ProgramAttempts()
+
+        async def accept(reply: str) -> ProgrammerOutput:
+            attempts.count += 1
+            code = extract_code(reply, entry_point=entry_point, require_entry_point=entry_point is not None)
+            if is_code:
+                summary = await execute(code, entry_point=entry_point, timeout_s=runtime.sandbox_timeout_s)
+                attempts.last = summary
+                if not summary.succeeded:
+                    raise ReplyError(f"loading the code failed.\n{summary.report()}")
+                return ProgrammerOutput(text=code, code=code, execution=summary, attempts=attempts.count)
+            summary = await execute(code + _SOLVE_RUNNER, timeout_s=runtime.sandbox_timeout_s)
+            attempts.last = summary
+            if not summary.succeeded:
+                raise ReplyError(f"running the program failed.\n{summary.report()}")
+            value = _returned_value(summary.stdout)
+            return ProgrammerOutput(text=value, code=code, execution=summary, attempts=attempts.count)
+
+        result = await ask(runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+        if isinstance(result, Failure):
+            return ProgrammerOutput(ok=False, error=result.error, execution=attempts.last, attempts=attempts.count)
+        return result
+
+
+def _returned_value(stdout: str) -> str:
+    if _RESULT_MARKER not in stdout:
+        raise ReplyError("the program finished without solve() returning (was solve() defined and called?)")
+    value = stdout.rsplit(_RESULT_MARKER, 1)[1].strip()
+    if value in ("", "None"):
+        raise ReplyError("solve() returned None; it must return the final answer")
+    return value

@@ -1,0 +1,46 @@
+"""Format: the short answer span; code tasks keep the program."""
+
+from __future__ import annotations
+
+from operators.backends.scripted import ScriptedBackend
+from operators.base import OperatorInput, OperatorRuntime
+from operators.library import Format
+
+
+async def test_format_extracts_the_answer_span() -> None:
+    backend = ScriptedBackend(["<answer>42</answer>"])
+    inputs = OperatorInput(problem="6 * 7?", solution="Multiplying six by seven we obtain 42, done.")
+    output = await Format().run(inputs, OperatorRuntime(llm=backend))
+    assert output.ok and output.text == "42"
+    assert "Multiplying six by seven" in backend.prompts[0]
+
+
+async def test_format_accepts_a_bare_reply() -> None:
+    backend = ScriptedBackend(["  Paris \n"])
+    output = await Format().run(
+        OperatorInput(problem="Capital?", solution="It is Paris."), OperatorRuntime(llm=backend)
+    )
+    assert output.text == "Paris"
+
+
+async def test_format_code_task_extracts_program_without_a_call() -> None:
+    backend = ScriptedBackend(name="unused")
+    solution = "Here it is:\n```python\ndef f(x):\n    return 2 * x\n```\nHope it helps."
+    inputs = OperatorInput(problem="Double.", task_type="code", entry_point="f", solution=solution)
+    output = await Format().run(inputs, OperatorRuntime(llm=backend))
+    assert output.text == output.code == "def f(x):\n    return 2 * x"
+    assert backend.requests == []
+
+
+async def test_format_code_task_with_instruction_asks_the_executor() -> None:
+    backend = ScriptedBackend(["```python\ndef f(x):\n    '''Double x.'''\n    return 2 * x\n```"])
+    inputs = OperatorInput(
+        problem="Double.",
+        task_type="code",
+        entry_point="f",
+        solution="def f(x):\n    return x*2",
+        instruction="Add a docstring.",
+    )
+    output = await Format().run(inputs, OperatorRuntime(llm=backend))
+    assert output.ok and "Double x." in output.text
+    assert "Add a docstring." in backend.prompts[0]
