@@ -33,7 +33,9 @@ class OperatorRegistry:
     def add_spec(self, spec: OperatorSpec) -> None:
         key = spec.name.lower()
         if key in self._canonical and self._canonical[key] != spec.name:
-            raise ValueError(f"operator {spec.name!r} clashes with {self._canonical[key]!r} (names are case-insensitive)")
+            raise ValueError(
+                f"operator {spec.name!r} clashes with {self._canonical[key]!r} (names are case-insensitive)"
+            )
         self._specs[spec.name] = spec
         self._canonical[key] = spec.name
 
