@@ -140,7 +140,7 @@ class OpenAIModelConfig(_Strict):
 class LocalModelConfig(_Strict):
     backend: Literal["local"]
     path: str = Field(min_length=1)  # a prepared model name (`flowsteer models prepare`) or a folder
-    dtype: Literal["bfloat16", "float32", "float16"] = "bfloat16"  # bf16 is ~2x faster than fp32 on CPU
+    dtype: Literal["auto", "bfloat16", "float32", "float16"] = "auto"  # auto: bf16 only with native CPU support
     num_threads: int | None = Field(default=None, ge=1)  # None: torch's default
     max_batch_size: int = Field(default=4, ge=1)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)

@@ -91,7 +91,7 @@ def cli_serve(argv: list[str]) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--served-name", help="model name clients use (default: NAME)")
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--dtype", default="auto")
     args = parser.parse_args(argv)
     backend = LocalBackend(args.name, dtype=args.dtype)
     app = build_app(backend, args.served_name or args.name)

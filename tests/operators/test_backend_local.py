@@ -191,3 +191,13 @@ def test_unknown_model_and_bad_settings_fail_early(tiny_home: Path) -> None:
         LocalBackend("gpt-17", home=tiny_home)
     with pytest.raises(ValueError, match="dtype"):
         LocalBackend("tiny-qwen3", home=tiny_home, dtype="int3")
+
+
+def test_auto_dtype_uses_bf16_only_with_native_cpu_support() -> None:
+    from operators.backends.local import cpu_has_native_bf16, resolve_dtype
+
+    assert cpu_has_native_bf16("flags : fpu sse2 avx2 avx512f avx512_bf16")
+    assert cpu_has_native_bf16("flags : fpu amx_bf16 amx_tile")
+    assert not cpu_has_native_bf16("flags : fpu sse2 avx2 fma")
+    assert resolve_dtype("float16") == "float16"
+    assert resolve_dtype("auto") in ("bfloat16", "float32")
