@@ -53,6 +53,7 @@ class OperatorSpec(BaseModel):
     needs_candidates: bool = False  # ensembles: select/combine the candidates of a parallel stage
     legacy: bool = False  # available but not advertised to policies by default
     cost: CostClass = CostClass.LIGHT
+    reply_tokens: int | None = None  # reply-length budget per executor call (None: the backend default)
 
 
 class OperatorInput(BaseModel):

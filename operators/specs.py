@@ -7,6 +7,7 @@ from operators.base import Category, CostClass, OperatorSpec, Role
 _SPECS = [
     OperatorSpec(
         name="Plan",
+        reply_tokens=256,
         category=Category.PLANNING,
         role=Role.GUIDANCE,
         summary="Writes a short step-by-step plan for the problem; later solvers receive it as guidance.",
@@ -15,6 +16,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Decompose",
+        reply_tokens=320,
         category=Category.PLANNING,
         role=Role.GUIDANCE,
         summary="Splits the problem into independent sub-problems that later solvers can address.",
@@ -23,6 +25,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Custom",
+        reply_tokens=512,
         category=Category.SOLVING,
         role=Role.SOLUTION,
         summary="Answers with the executor LLM following your instruction (the most flexible solver).",
@@ -31,6 +34,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="AnswerGenerate",
+        reply_tokens=512,
         category=Category.SOLVING,
         role=Role.SOLUTION,
         summary="Thinks step by step, then states a final answer separately from its reasoning.",
@@ -39,6 +43,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Programmer",
+        reply_tokens=768,
         category=Category.SOLVING,
         role=Role.SOLUTION,
         summary="Writes Python and runs it in the sandbox; math: a solve() whose return value is the answer; "
@@ -49,6 +54,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Test",
+        reply_tokens=768,
         category=Category.VERIFICATION,
         role=Role.CHECKER,
         summary="Runs the current code against the task's public tests in the sandbox and repairs it on failure.",
@@ -58,6 +64,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Review",
+        reply_tokens=384,
         category=Category.VERIFICATION,
         role=Role.CHECKER,
         summary="Critiques the current solution and returns a pass/fail verdict with concrete feedback.",
@@ -66,6 +73,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Verify",
+        reply_tokens=512,
         category=Category.VERIFICATION,
         role=Role.CHECKER,
         summary="Solves the problem independently and checks the current answer against it (verdict + confidence).",
@@ -74,6 +82,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Revise",
+        reply_tokens=512,
         category=Category.REVISION,
         role=Role.SOLUTION,
         summary="Rewrites the current solution using the last checker feedback.",
@@ -82,6 +91,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="ScEnsemble",
+        reply_tokens=160,
         category=Category.ENSEMBLE,
         role=Role.SOLUTION,
         summary="Picks the most consistent candidate of a parallel stage (vote on normalised answers; "
@@ -92,6 +102,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Aggregate",
+        reply_tokens=384,
         category=Category.ENSEMBLE,
         role=Role.SOLUTION,
         summary="Combines the candidates of a parallel stage (or sub-problem answers) into one answer.",
@@ -101,6 +112,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="Format",
+        reply_tokens=96,
         category=Category.FORMATTING,
         role=Role.SOLUTION,
         summary="Extracts the short final answer span from the current solution, nothing else.",
@@ -109,6 +121,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="CustomCodeGenerate",
+        reply_tokens=768,
         category=Category.SOLVING,
         role=Role.SOLUTION,
         summary="Writes the requested function without running it (legacy; prefer Programmer).",
@@ -118,6 +131,7 @@ _SPECS = [
     ),
     OperatorSpec(
         name="MdEnsemble",
+        reply_tokens=160,
         category=Category.ENSEMBLE,
         role=Role.SOLUTION,
         summary="Votes over several shuffled LLM judgements of the candidates (legacy; prefer ScEnsemble).",

@@ -25,8 +25,17 @@ class SamplingParams(BaseModel):
 class ChatRequest(BaseModel):
     messages: list[ChatMessage]
     sampling: SamplingParams | None = None  # None: the backend's configured defaults
+    max_tokens: int | None = None  # caps the reply length of this call below the sampling's max_tokens
     operator: str | None = None  # for usage records
     node_id: str | None = None
+
+
+def effective_sampling(request: ChatRequest, defaults: SamplingParams) -> SamplingParams:
+    """The sampling a backend applies to `request`: its own or the defaults, capped by `max_tokens`."""
+    sampling = request.sampling or defaults
+    if request.max_tokens is not None and request.max_tokens < sampling.max_tokens:
+        sampling = sampling.model_copy(update={"max_tokens": request.max_tokens})
+    return sampling
 
 
 class Usage(BaseModel):

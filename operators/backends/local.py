@@ -22,7 +22,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import structlog
 
-from operators.backends.base import BackendError, ChatRequest, ChatResponse, SamplingParams, Usage
+from operators.backends.base import BackendError, ChatRequest, ChatResponse, SamplingParams, Usage, effective_sampling
 from operators.models.chat_template import CHATML_TEMPLATE
 from operators.models.manifest import folder_fingerprint
 from operators.models.offline import hub_offline
@@ -168,7 +168,7 @@ class LocalBackend:
             raise BackendError(f"local backend for {self._name} is closed")
         if not request.messages:
             raise BackendError("a chat request needs at least one message")
-        sampling = request.sampling or self._defaults
+        sampling = effective_sampling(request, self._defaults)
         if sampling.max_tokens < 1:
             raise BackendError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
         job = _Job(request=request, sampling=sampling)

@@ -26,7 +26,7 @@ import openai
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from operators.backends.base import BackendError, ChatRequest, ChatResponse, SamplingParams, Usage
+from operators.backends.base import BackendError, ChatRequest, ChatResponse, SamplingParams, Usage, effective_sampling
 from operators.backends.usage import UsageLog, UsageRecord
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ class OpenAICompatBackend:
 
     # -- one attempt ----------------------------------------------------------------------------------
     def _arguments(self, request: ChatRequest) -> dict[str, Any]:
-        sampling = request.sampling or self._sampling
+        sampling = effective_sampling(request, self._sampling)
         arguments: dict[str, Any] = {
             "model": self._model,
             "messages": [m.model_dump() for m in request.messages],

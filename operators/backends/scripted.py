@@ -69,6 +69,7 @@ def request_fingerprint(request: ChatRequest) -> str:
     payload = {
         "messages": [m.model_dump(mode="json") for m in request.messages],
         "sampling": request.sampling.model_dump(mode="json") if request.sampling is not None else None,
+        "max_tokens": request.max_tokens,
     }
     canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import structlog
 
 from operators.backends.base import BackendError, ChatMessage, ChatRequest
-from operators.base import OperatorOutput, OperatorRuntime
+from operators.base import OperatorOutput, OperatorRuntime, OperatorSpec
 from operators.parsing import ReplyError, ReplySchema, parse_reply
 from operators.prompting import SYSTEM_PROMPT, describe_reply_format, reask_prompt, to_messages
 
@@ -39,7 +39,7 @@ class Failure:
 
 async def ask(
     runtime: OperatorRuntime,
-    operator: str,
+    spec: OperatorSpec,
     prompt: str,
     accept: Callable[[str], Awaitable[T]],
     *,
@@ -47,13 +47,17 @@ async def ask(
     system: str = SYSTEM_PROMPT,
 ) -> T | Failure:
     """Send `prompt`; return `accept(reply)`, re-asking with the quoted `ReplyError` on rejection."""
+    operator = spec.name
     messages = to_messages(prompt, system)
     attempts = 1 + max(0, runtime.max_reasks)
     node_id = runtime.options.get("node_id")
     last_error = ""
     for attempt in range(1, attempts + 1):
         request = ChatRequest(
-            messages=list(messages), operator=operator, node_id=node_id if isinstance(node_id, str) else None
+            messages=list(messages),
+            operator=operator,
+            node_id=node_id if isinstance(node_id, str) else None,
+            max_tokens=spec.reply_tokens,
         )
         try:
             response = await runtime.llm.complete(request)
@@ -72,7 +76,7 @@ async def ask(
 
 async def ask_fields(
     runtime: OperatorRuntime,
-    operator: str,
+    spec: OperatorSpec,
     prompt: str,
     schema: ReplySchema,
     *,
@@ -86,4 +90,4 @@ async def ask_fields(
             check(fields)
         return fields
 
-    return await ask(runtime, operator, prompt, accept, reply_format=describe_reply_format(schema))
+    return await ask(runtime, spec, prompt, accept, reply_format=describe_reply_format(schema))

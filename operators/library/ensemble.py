@@ -98,7 +98,7 @@ class ScEnsemble(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(schema),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, schema, check=_check_choice(len(tied)))
+        reply = await ask_fields(runtime, self.spec, prompt, schema, check=_check_choice(len(tied)))
         if isinstance(reply, Failure):
             return reply.as_output(EnsembleOutput)
         chosen = tied[reply["choice"] - 1]
@@ -164,7 +164,7 @@ class Aggregate(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(schema),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, schema, check=check)
+        reply = await ask_fields(runtime, self.spec, prompt, schema, check=check)
         if isinstance(reply, Failure):
             return reply.as_output(AggregateOutput)
         answer: str = reply["answer"]

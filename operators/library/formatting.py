@@ -51,7 +51,7 @@ class Format(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(_FORMAT_SCHEMA),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, _FORMAT_SCHEMA)
+        reply = await ask_fields(runtime, self.spec, prompt, _FORMAT_SCHEMA)
         if isinstance(reply, Failure):
             return reply.as_output(FormatOutput)
         return FormatOutput(text=reply["answer"])
@@ -76,5 +76,5 @@ class Format(Operator):
             code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
             return FormatOutput(text=code, code=code)
 
-        result = await ask(runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
         return result.as_output(FormatOutput) if isinstance(result, Failure) else result

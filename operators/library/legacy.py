@@ -48,7 +48,7 @@ class CustomCodeGenerate(Operator):
             code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
             return CodeOutput(text=code, code=code)
 
-        result = await ask(runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
         return result.as_output(CodeOutput) if isinstance(result, Failure) else result
 
 
@@ -111,7 +111,7 @@ class MdEnsemble(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(schema),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, schema, check=_check_choice(len(shown)))
+        reply = await ask_fields(runtime, self.spec, prompt, schema, check=_check_choice(len(shown)))
         if isinstance(reply, Failure):
             return reply
         return order[reply["choice"] - 1]

@@ -48,7 +48,7 @@ class Plan(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(_PLAN_SCHEMA),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, _PLAN_SCHEMA)
+        reply = await ask_fields(runtime, self.spec, prompt, _PLAN_SCHEMA)
         if isinstance(reply, Failure):
             return reply.as_output(PlanOutput)
         steps: list[str] = reply["steps"]
@@ -90,7 +90,7 @@ class Decompose(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(_DECOMPOSE_SCHEMA),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, _DECOMPOSE_SCHEMA)
+        reply = await ask_fields(runtime, self.spec, prompt, _DECOMPOSE_SCHEMA)
         if isinstance(reply, Failure):
             return reply.as_output(DecomposeOutput)
         subproblems: list[str] = reply["subproblems"]

@@ -52,7 +52,7 @@ class Revise(Operator):
                 code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
                 return ReviseOutput(text=code, code=code)
 
-            result = await ask(runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+            result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
             return result.as_output(ReviseOutput) if isinstance(result, Failure) else result
         prompt = compose_prompt(
             job=job,
@@ -60,7 +60,7 @@ class Revise(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(_REVISE_SCHEMA),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, _REVISE_SCHEMA)
+        reply = await ask_fields(runtime, self.spec, prompt, _REVISE_SCHEMA)
         if isinstance(reply, Failure):
             return reply.as_output(ReviseOutput)
         return ReviseOutput(text=reply["solution"], changes=reply["changes"])

@@ -80,7 +80,7 @@ class Custom(Operator):
                 raise ReplyParseError("the reply was empty")
             return CustomOutput(text=text)
 
-        result = await ask(runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
         return result.as_output(CustomOutput) if isinstance(result, Failure) else result
 
 
@@ -129,7 +129,7 @@ class AnswerGenerate(Operator):
                     str(fields["answer"]), entry_point=inputs.entry_point, require_entry_point=True
                 )
 
-        reply = await ask_fields(runtime, self.spec.name, prompt, schema, check=check)
+        reply = await ask_fields(runtime, self.spec, prompt, schema, check=check)
         if isinstance(reply, Failure):
             return reply.as_output(AnswerOutput)
         answer: str = reply["answer"]
@@ -212,7 +212,7 @@ class Programmer(Operator):
             value = _returned_value(summary.stdout)
             return ProgrammerOutput(text=value, code=code, execution=summary, attempts=attempts.count)
 
-        result = await ask(runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
         if isinstance(result, Failure):
             return ProgrammerOutput(ok=False, error=result.error, execution=attempts.last, attempts=attempts.count)
         return result

@@ -120,7 +120,7 @@ class Test(Operator):
 
         # Each repair is one executor reply; the re-ask loop is the repair loop (it quotes the new failure).
         repair_runtime = replace(runtime, max_reasks=max_repairs - 1)
-        result = await ask(repair_runtime, self.spec.name, prompt, accept, reply_format=reply_format)
+        result = await ask(repair_runtime, self.spec, prompt, accept, reply_format=reply_format)
         if isinstance(result, TestOutput):
             return result
         if result.from_backend:
@@ -165,7 +165,7 @@ class Review(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(_REVIEW_SCHEMA),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, _REVIEW_SCHEMA)
+        reply = await ask_fields(runtime, self.spec, prompt, _REVIEW_SCHEMA)
         if isinstance(reply, Failure):
             return reply.as_output(ReviewOutput)
         carried = inputs.solution if inputs.solution is not None else solution
@@ -221,7 +221,7 @@ class Verify(Operator):
             instruction=inputs.instruction,
             reply_format=describe_reply_format(_VERIFY_SCHEMA),
         )
-        reply = await ask_fields(runtime, self.spec.name, prompt, _VERIFY_SCHEMA)
+        reply = await ask_fields(runtime, self.spec, prompt, _VERIFY_SCHEMA)
         if isinstance(reply, Failure):
             return reply.as_output(VerifyOutput)
         return _verify_result(inputs, answer, reply, policy, threshold)
