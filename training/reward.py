@@ -1,0 +1,220 @@
+"""Trajectory reward with conditional release (spec `40-training.md` §1).
+
+    R = base + S + 1[S >= release] * C  (+ penalty when the episode did not finish)
+
+S is a structural score in [0, cap] computed from the canvas graph statistics (the dict that the
+canvas's `GraphStats` serialises to), never from workflow text: the reference regex-matched its DSL
+string and its loop pattern could never fire. C in [0, 1] is answer correctness from the shared scorer;
+the caller passes it in so that this module stays pure and cheap to test.
+
+Two schedules for S:
+- `flowsteer-v4`: verification + final formatting + enough operators + any control structure.
+- `milestones`: the reference YAML's progressive schedule (diversity and size thresholds plus structure
+  bonuses). "Multi-structure" means at least `multi_structure_min_kinds` distinct structure kinds, our
+  reading of the YAML.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Sums of decimal weights are inexact in binary (0.1 + 0.2 != 0.3). S is rounded to this many digits so that
+# a workflow earning exactly `release` on paper is released, and logs show 1.0 rather than 0.9999999999999999.
+SCORE_DIGITS = 12
+
+_FORMATTING_CATEGORY = "formatting"
+_FORMAT_OPERATOR = "Format"
+
+
+class _StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FlowSteerV4Weights(_StrictModel):
+    """Weights of the four-term schedule described by the FlowSteer v4 README."""
+
+    checker: float = Field(default=0.2, ge=0.0)
+    format: float = Field(default=0.2, ge=0.0)
+    min_operators: float = Field(default=0.2, ge=0.0)
+    min_operators_threshold: int = Field(default=6, ge=1)
+    structure: float = Field(default=0.4, ge=0.0)
+
+
+class MilestoneWeights(_StrictModel):
+    """Weights of the progressive milestone schedule (reference `training_interactive.yaml`).
+
+    `unique_types` / `total_operators` map a threshold to the bonus earned when the count reaches it.
+    """
+
+    unique_types: dict[int, float] = Field(default_factory=lambda: {3: 0.1, 4: 0.1, 5: 0.1, 6: 0.1})
+    total_operators: dict[int, float] = Field(default_factory=lambda: {6: 0.1, 8: 0.1})
+    parallel: float = Field(default=0.2, ge=0.0)
+    conditional: float = Field(default=0.15, ge=0.0)
+    loop: float = Field(default=0.1, ge=0.0)
+    multi_structure: float = Field(default=0.15, ge=0.0)
+    multi_structure_min_kinds: int = Field(default=2, ge=2, le=3)
+
+    @model_validator(mode="after")
+    def _non_negative_bonuses(self) -> MilestoneWeights:
+        for table in (self.unique_types, self.total_operators):
+            if any(weight < 0 for weight in table.values()):
+                raise ValueError("milestone bonuses must be >= 0")
+        return self
+
+
+class RewardConfig(_StrictModel):
+    """Reward settings; unknown keys are errors so a typo in a preset cannot silently do nothing."""
+
+    schedule: Literal["flowsteer-v4", "milestones"] = "flowsteer-v4"
+    base: float = -1.0
+    release: float = Field(default=1.0, ge=0.0)
+    cap: float = Field(default=1.0, gt=0.0)
+    unfinished_penalty: float = Field(
+        default=0.0, ge=0.0, description="Magnitude subtracted from R when the episode ended without `finish`."
+    )
+    flowsteer_v4: FlowSteerV4Weights = Field(default_factory=FlowSteerV4Weights)
+    milestones: MilestoneWeights = Field(default_factory=MilestoneWeights)
+
+    @model_validator(mode="after")
+    def _release_reachable(self) -> RewardConfig:
+        if self.release > self.cap:
+            raise ValueError(
+                f"release ({self.release}) is above the structure cap ({self.cap}): correctness could never be "
+                "released; lower `release` or raise `cap`"
+            )
+        return self
+
+
+class WorkflowShape(BaseModel):
+    """The subset of the canvas graph statistics that the reward reads.
+
+    Extra keys are ignored on purpose: the canvas may add statistics without breaking rewards.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    total_operators: int = Field(ge=0)
+    unique_types: int = Field(ge=0)
+    operators: list[str] = Field(default_factory=list)
+    has_parallel: bool = False
+    has_conditional: bool = False
+    has_loop: bool = False
+    category_counts: dict[str, int] = Field(default_factory=dict)
+    has_checker: bool = False
+
+    @property
+    def has_format(self) -> bool:
+        if self.category_counts.get(_FORMATTING_CATEGORY, 0) > 0:
+            return True
+        return _FORMAT_OPERATOR in self.operators
+
+    @property
+    def structure_kinds(self) -> int:
+        return sum((self.has_parallel, self.has_conditional, self.has_loop))
+
+
+class RewardBreakdown(BaseModel):
+    """Every component of one trajectory's reward, for per-trajectory logging."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schedule: str
+    terms: dict[str, float]  # each S term by name (zero when not earned)
+    structure_uncapped: float
+    structure: float  # S, after the cap
+    correctness: float  # C as given
+    released: bool
+    finished: bool
+    base: float
+    penalty: float  # signed amount added to R (<= 0)
+    total: float
+
+    def flat(self, prefix: str = "reward") -> dict[str, float]:
+        """A flat name -> number mapping for JSONL / TensorBoard logging."""
+        out = {f"{prefix}/S/{name}": value for name, value in self.terms.items()}
+        out.update(
+            {
+                f"{prefix}/S": self.structure,
+                f"{prefix}/C": self.correctness,
+                f"{prefix}/released": float(self.released),
+                f"{prefix}/finished": float(self.finished),
+                f"{prefix}/penalty": self.penalty,
+                f"{prefix}/total": self.total,
+            }
+        )
+        return out
+
+
+def workflow_shape(stats: Mapping[str, Any] | BaseModel) -> WorkflowShape:
+    """Validate the canvas statistics (a dict, or any pydantic model such as `GraphStats`)."""
+    data = stats.model_dump() if isinstance(stats, BaseModel) else dict(stats)
+    return WorkflowShape.model_validate(data)
+
+
+def flowsteer_v4_terms(shape: WorkflowShape, weights: FlowSteerV4Weights) -> dict[str, float]:
+    has_structure = shape.has_parallel or shape.has_conditional or shape.has_loop
+    return {
+        "checker": weights.checker if shape.has_checker else 0.0,
+        "format": weights.format if shape.has_format else 0.0,
+        "min_operators": weights.min_operators if shape.total_operators >= weights.min_operators_threshold else 0.0,
+        "structure": weights.structure if has_structure else 0.0,
+    }
+
+
+def milestone_terms(shape: WorkflowShape, weights: MilestoneWeights) -> dict[str, float]:
+    terms: dict[str, float] = {}
+    for threshold, bonus in sorted(weights.unique_types.items()):
+        terms[f"unique_types>={threshold}"] = bonus if shape.unique_types >= threshold else 0.0
+    for threshold, bonus in sorted(weights.total_operators.items()):
+        terms[f"total_operators>={threshold}"] = bonus if shape.total_operators >= threshold else 0.0
+    terms["parallel"] = weights.parallel if shape.has_parallel else 0.0
+    terms["conditional"] = weights.conditional if shape.has_conditional else 0.0
+    terms["loop"] = weights.loop if shape.has_loop else 0.0
+    multi = shape.structure_kinds >= weights.multi_structure_min_kinds
+    terms["multi_structure"] = weights.multi_structure if multi else 0.0
+    return terms
+
+
+def structure_terms(shape: WorkflowShape, config: RewardConfig) -> dict[str, float]:
+    if config.schedule == "flowsteer-v4":
+        return flowsteer_v4_terms(shape, config.flowsteer_v4)
+    return milestone_terms(shape, config.milestones)
+
+
+def compute_reward(
+    stats: Mapping[str, Any] | BaseModel,
+    *,
+    correctness: float,
+    finished: bool,
+    config: RewardConfig | None = None,
+) -> RewardBreakdown:
+    """Reward of one trajectory from its final graph statistics and the scorer's correctness C.
+
+    Raises `ValueError` for malformed statistics or a correctness outside [0, 1].
+    """
+    config = config or RewardConfig()
+    if not (math.isfinite(correctness) and 0.0 <= correctness <= 1.0):
+        raise ValueError(f"correctness must be a finite number in [0, 1], got {correctness!r}")
+    shape = workflow_shape(stats)
+    terms = structure_terms(shape, config)
+    uncapped = round(math.fsum(terms.values()), SCORE_DIGITS)
+    structure = min(config.cap, uncapped)
+    released = structure >= config.release
+    penalty = -config.unfinished_penalty if (not finished and config.unfinished_penalty) else 0.0
+    total = config.base + structure + (correctness if released else 0.0) + penalty
+    return RewardBreakdown(
+        schedule=config.schedule,
+        terms=terms,
+        structure_uncapped=uncapped,
+        structure=structure,
+        correctness=correctness,
+        released=released,
+        finished=finished,
+        base=config.base,
+        penalty=penalty,
+        total=total,
+    )
