@@ -33,7 +33,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 demo: setup system-deps
-	$(PY) -m flowsteer_mcp.cli demo --model $(DEMO_MODEL)
+	$(VENV)/bin/flowsteer demo --model $(DEMO_MODEL)
 
 lint: setup
 	$(VENV)/bin/ruff check .

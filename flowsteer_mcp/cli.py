@@ -1,4 +1,4 @@
-"""Command lines: `flowsteer-mcp` (the MCP server) and `flowsteer` (models, demo, solve, eval, train)."""
+"""`flowsteer-mcp`: the MCP server command (the `flowsteer` command lives in `training.cli`)."""
 
 from __future__ import annotations
 
@@ -71,25 +71,5 @@ def mcp_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="flowsteer", description="FlowSteer: models, demo, solve, eval, train.")
-    parser.add_argument("command", choices=["models", "demo", "serve"], help="what to do")
-    args, rest = parser.parse_known_args(argv)
-    configure_logging(os.environ.get("FLOWSTEER_LOG_LEVEL", "WARNING"))
-    if args.command == "models":
-        from operators.models import cli_prepare
-
-        if not rest or rest[0] not in ("prepare", "list"):
-            print("usage: flowsteer models prepare NAME [--home DIR] [--force] [--verify] | flowsteer models list")
-            return 2
-        return cli_prepare(rest[1:] if rest[0] == "prepare" else ["list", *rest[1:]])
-    if args.command == "demo":
-        from flowsteer_mcp.demo import demo_main
-
-        return demo_main(rest)
-    return mcp_main(rest)
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(mcp_main())

@@ -1,0 +1,119 @@
+"""Report aggregates, the JSON document and the Markdown tables, on hand-built items with known numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from training.evaluate import EvalConfig, EvalReport, ItemResult, aggregate, markdown_report, write_report
+from training.evaluate.report import dataset_table
+from training.evaluate.stats import t_interval, wilson_interval
+
+
+def item(director: str, source: str, problem_type: str, index: int, score: float, **extra: object) -> ItemResult:
+    fields: dict[str, object] = {
+        "director": director,
+        "problem_id": f"{source}/{index}",
+        "source": source,
+        "problem_type": problem_type,
+        "answer": "x",
+        "score": score,
+        "correct": score == 1.0,
+        "turns": 4,
+        "llm_calls": 6,
+        "tokens": 300,
+        "wall_s": 2.0,
+    }
+    fields.update(extra)
+    return ItemResult.model_validate(fields)
+
+
+@pytest.fixture
+def report() -> EvalReport:
+    items = [
+        # gsm8k: direct 3/4 (one of them a failure with no answer), template 4/4
+        item("direct", "gsm8k", "math", 0, 1.0, turns=1, llm_calls=1, tokens=100),
+        item("direct", "gsm8k", "math", 1, 1.0, turns=1, llm_calls=1, tokens=200),
+        item("direct", "gsm8k", "math", 2, 1.0, turns=1, llm_calls=1, tokens=300),
+        item("direct", "gsm8k", "math", 3, 0.0, turns=1, llm_calls=1, tokens=400, answer=None),
+        *(item("template", "gsm8k", "math", i, 1.0) for i in range(4)),
+        # squad: fractional F1 scores, one episode error
+        item("template", "squad_v2", "qa", 0, 0.5),
+        item("template", "squad_v2", "qa", 1, 1.0),
+        item("template", "squad_v2", "qa", 2, 0.0, error="TimeoutError: too slow"),
+    ]
+    return EvalReport(
+        config=EvalConfig(directors=["template", "direct"], concurrency=2, seed=7, executor="ScriptedBackend:s"),
+        started_at="2026-12-02T12:00:00+00:00",
+        wall_s=12.5,
+        items=items,
+    )
+
+
+def test_aggregates_per_director_and_dataset(report: EvalReport) -> None:
+    cells = {(c.source, c.director): c for c in aggregate(report)}
+    # dataset order of appearance, then configured director order
+    assert list(cells) == [("gsm8k", "template"), ("gsm8k", "direct"), ("squad_v2", "template")]
+    direct = cells[("gsm8k", "direct")]
+    assert (direct.n, direct.score_mean, direct.failures, direct.correct) == (4, 0.75, 1, 3)
+    assert (direct.mean_tokens, direct.mean_turns, direct.mean_llm_calls) == (250.0, 1.0, 1.0)
+    assert direct.ci == wilson_interval(3, 4)
+    squad = cells[("squad_v2", "template")]
+    assert squad.score_mean == pytest.approx(0.5)
+    assert squad.ci == t_interval([0.5, 1.0, 0.0])
+    assert squad.failures == 1
+
+
+def test_markdown_table_compares_directors_side_by_side(report: EvalReport) -> None:
+    cells = [c for c in aggregate(report) if c.source == "gsm8k"]
+    table = dataset_table(cells).splitlines()
+    wilson = wilson_interval(3, 4)
+    assert table[0] == "### gsm8k (math)"
+    assert table[2] == (
+        "| director | score (%) | 95% CI | mean turns | mean tokens | mean LLM calls | mean wall s | failures | n |"
+    )
+    assert table[4] == "| template | 100.0 | [51.0, 100.0] | 4.0 | 300 | 6.0 | 2.0 | 0 | 4 |"
+    assert table[5] == (
+        f"| direct | 75.0 | [{100 * (wilson.low or 0):.1f}, {100 * (wilson.high or 0):.1f}] | 1.0 | 250 | 1.0 | 2.0 | 1 | 4 |"
+    )
+    assert "Wilson score interval" in table[-1] and "accuracy" in table[-1]
+
+
+def test_qa_table_names_the_t_interval(report: EvalReport) -> None:
+    cells = [c for c in aggregate(report) if c.source == "squad_v2"]
+    footer = dataset_table(cells).splitlines()[-1]
+    assert "Student-t interval" in footer and "token F1" in footer
+
+
+def test_policy_token_column_appears_only_when_used(report: EvalReport) -> None:
+    assert "policy tokens" not in markdown_report(report)
+    with_policy = report.model_copy(
+        update={"items": [*report.items, item("policy", "gsm8k", "math", 0, 1.0, policy_tokens=900)]}
+    )
+    text = markdown_report(with_policy)
+    assert "| mean policy tokens |" in text
+    assert "| policy | 100.0 |" in text and "| 900 |" in text
+
+
+def test_markdown_report_has_a_table_per_dataset(report: EvalReport) -> None:
+    text = markdown_report(report)
+    assert text.count("### ") == 2
+    assert "seed: 7" in text and "ScriptedBackend:s" in text
+
+
+def test_write_report_round_trips_json(report: EvalReport, tmp_path: Path) -> None:
+    json_path, markdown_path = write_report(report, tmp_path / "out")
+    document = json.loads(json_path.read_text(encoding="utf-8"))
+    assert set(document) == {"config", "started_at", "wall_s", "aggregates", "items"}
+    assert len(document["items"]) == len(report.items)
+    assert document["items"][3]["answer"] is None
+    assert document["aggregates"][1]["director"] == "direct" and document["aggregates"][1]["failures"] == 1
+    assert EvalReport.model_validate({k: document[k] for k in ("config", "started_at", "wall_s", "items")}) == report
+    assert markdown_path.read_text(encoding="utf-8") == markdown_report(report)
+
+
+def test_empty_report_says_so() -> None:
+    empty = EvalReport(config=EvalConfig(directors=["direct"], concurrency=1), started_at="t", wall_s=0.0, items=[])
+    assert "No episodes were run." in markdown_report(empty)

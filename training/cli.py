@@ -1,0 +1,336 @@
+"""The `flowsteer` command: models, demo, serve, solve, eval, train.
+
+`models`, `demo`, `serve` and `solve` hand their arguments to the module that owns them; `eval` runs the
+evaluation harness (`training.evaluate`). Logs go to stderr; stdout carries only results (the Markdown report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from flowsteer_mcp.logs import configure_logging
+
+if TYPE_CHECKING:
+    from training.data import Problem
+
+USAGE_ERROR = 2
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _source_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected comma-separated source names, e.g. gsm8k,mbpp")
+    return names
+
+
+def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    from training.evaluate.directors import DIRECTOR_NAMES
+
+    data = parser.add_argument_group("problems")
+    data.add_argument(
+        "--data",
+        action="append",
+        type=Path,
+        required=True,
+        metavar="FILE_OR_DIR",
+        help="JSONL file or folder (repeatable)",
+    )
+    data.add_argument("--limit", type=_positive_int, help="at most N problems per source")
+    data.add_argument("--sources", type=_source_list, metavar="A,B", help="keep only these sources, e.g. gsm8k,mbpp")
+
+    who = parser.add_argument_group("directors")
+    who.add_argument(
+        "--director",
+        action="append",
+        choices=DIRECTOR_NAMES,
+        required=True,
+        help="who drives the canvas; repeat to compare several side by side",
+    )
+    who.add_argument("--policy-url", help="OpenAI-compatible endpoint of the policy (e.g. http://127.0.0.1:8000/v1)")
+    who.add_argument("--policy-model", help="model name served at --policy-url")
+    who.add_argument("--policy-api-key-env", metavar="VAR", help="environment variable holding the policy's API key")
+
+    run = parser.add_argument_group("execution")
+    run.add_argument("--config", type=Path, help="executor config file (TOML/YAML); default: $FLOWSTEER_CONFIG")
+    run.add_argument(
+        "--mcp-url", help="use a running FlowSteer MCP server (streamable HTTP) instead of an in-process one"
+    )
+    run.add_argument(
+        "--mcp-token-env", metavar="VAR", help="environment variable holding the --mcp-url server's bearer token"
+    )
+    run.add_argument("--concurrency", type=_positive_int, default=4, help="episodes at once (default 4)")
+    run.add_argument("--episode-timeout", type=_positive_float, metavar="SECONDS", help="wall limit per episode")
+    run.add_argument("--seed", type=int, help="sampling seed passed to the executor and the policy")
+    replay = run.add_mutually_exclusive_group()
+    replay.add_argument("--record", type=Path, metavar="FILE", help="record every LLM request/response to JSONL")
+    replay.add_argument("--replay", type=Path, metavar="FILE", help="answer every LLM request from a recording")
+
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", type=Path, metavar="DIR", help="report folder (default: flowsteer-eval/<UTC time>)")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+    out.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "WARNING"))
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The top-level parser and its `eval` sub-parser (kept for the cross-argument checks)."""
+    parser = argparse.ArgumentParser(
+        prog="flowsteer", description="FlowSteer: models, demo, serve, solve, eval, train."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("models", help="prepare or list local executor models (models prepare NAME | models list)")
+    commands.add_parser("demo", help="one real episode on a local model")
+    commands.add_parser("serve", help="run the MCP server (the options of flowsteer-mcp)")
+    commands.add_parser("solve", help='run one episode: solve "TASK" --task-type ... --director ...')
+    eval_parser = commands.add_parser(
+        "eval",
+        help="evaluate directors on benchmark data",
+        description="Run directors over benchmark problems concurrently; write report.json and report.md "
+        "(one table per dataset) and print the Markdown.",
+    )
+    _add_eval_arguments(eval_parser)
+    commands.add_parser("train", help="CWRPO training (not implemented yet: see issue 5)")
+    return parser, eval_parser
+
+
+# ------------------------------------------------------------------------------------- delegated commands
+
+
+def _models(argv: list[str]) -> int:
+    from operators.models import cli_prepare
+
+    if not argv or argv[0] not in ("prepare", "list", "serve"):
+        print(
+            "usage: flowsteer models prepare NAME [--home DIR] [--force] [--verify] | flowsteer models list"
+            " | flowsteer models serve NAME [--port N]",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
+    if argv[0] == "serve":
+        from operators.models.serve import cli_serve
+
+        return cli_serve(argv[1:])
+    return cli_prepare(argv[1:] if argv[0] == "prepare" else ["list", *argv[1:]])
+
+
+def _demo(argv: list[str]) -> int:
+    from flowsteer_mcp.demo import demo_main
+
+    return demo_main(argv)
+
+
+def _serve(argv: list[str]) -> int:
+    from flowsteer_mcp.cli import mcp_main
+
+    return mcp_main(argv)
+
+
+def _solve(argv: list[str]) -> int:
+    module_name = "flowsteer_mcp.director.solve"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
+        print(f"flowsteer solve: not available in this build ({module_name} is missing)", file=sys.stderr)
+        return USAGE_ERROR
+    return int(module.solve_main(argv))
+
+
+_DELEGATED: dict[str, Callable[[list[str]], int]] = {"models": _models, "demo": _demo, "serve": _serve, "solve": _solve}
+
+
+# ---------------------------------------------------------------------------------------------------- eval
+
+
+def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Cross-argument rules argparse cannot express; each failure exits with code 2 and says what to change."""
+    names: list[str] = args.director
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        parser.error(f"--director {', '.join(repeated)} given more than once")
+    uses_policy = "policy" in names
+    if uses_policy and args.replay is None and not (args.policy_url and args.policy_model):
+        parser.error("--director policy needs --policy-url and --policy-model")
+    if not uses_policy and (args.policy_url or args.policy_model or args.policy_api_key_env):
+        parser.error("--policy-url/--policy-model/--policy-api-key-env are only used with --director policy")
+    if args.mcp_url and (args.record or args.replay):
+        parser.error(
+            "--record/--replay need the in-process server (the remote server's executor is not ours); drop --mcp-url"
+        )
+    if args.mcp_token_env and not args.mcp_url:
+        parser.error("--mcp-token-env is only used with --mcp-url")
+    if args.mcp_token_env and not os.environ.get(args.mcp_token_env):
+        parser.error(f"environment variable {args.mcp_token_env} (--mcp-token-env) is not set or empty")
+    if args.mcp_url and not args.mcp_url.startswith(("http://", "https://")):
+        parser.error(f"--mcp-url must be an http(s) URL, got {args.mcp_url!r}")
+
+
+def _load_problems(args: argparse.Namespace) -> list[Problem]:
+    from training.data import load_problems
+
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for path in args.data:
+        for problem in load_problems(path, limit=args.limit, sources=args.sources):
+            if problem.id in seen:
+                raise ValueError(f"problem id {problem.id!r} occurs in more than one --data input ({path})")
+            seen.add(problem.id)
+            problems.append(problem)
+    if not problems:
+        wanted = f" with sources {', '.join(args.sources)}" if args.sources else ""
+        raise ValueError(f"no problems found in {', '.join(map(str, args.data))}{wanted}")
+    return problems
+
+
+async def _run_eval(args: argparse.Namespace) -> int:
+    from flowsteer_mcp.engine import WorkflowEngine
+    from flowsteer_mcp.server import ServerSettings, build_server
+    from operators.backends.config import ConfigError
+    from operators.registry import default_registry
+    from training.data import DatasetError
+    from training.evaluate.clients import in_process_clients, remote_clients
+    from training.evaluate.directors import PolicyEndpoint, build_director
+    from training.evaluate.recording import executor_backend, start_recording
+    from training.evaluate.report import markdown_report, write_report
+    from training.evaluate.results import EvalConfig
+    from training.evaluate.runner import evaluate
+
+    names: list[str] = args.director
+    try:
+        problems = _load_problems(args)
+        if args.record is not None:
+            start_recording(args.record)
+        needs_executor = "direct" in names or args.mcp_url is None
+        backend = (
+            executor_backend(args.config, seed=args.seed, record=args.record, replay=args.replay)
+            if needs_executor
+            else None
+        )
+        policy = PolicyEndpoint(
+            url=args.policy_url,
+            model=args.policy_model,
+            api_key_env=args.policy_api_key_env,
+            seed=args.seed,
+            record=args.record,
+            replay=args.replay,
+        )
+        directors = [build_director(name, executor_backend=backend, policy=policy) for name in names]
+    except (ConfigError, DatasetError, FileNotFoundError, ValueError) as error:
+        print(f"flowsteer eval: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+
+    server = None
+    if args.mcp_url:
+        token = os.environ.get(args.mcp_token_env) if args.mcp_token_env else None
+        make_client = remote_clients(args.mcp_url, token)
+    else:
+        assert backend is not None
+        registry = default_registry()
+        server = build_server(ServerSettings(), registry=registry, executor=WorkflowEngine(registry, backend))
+        make_client = in_process_clients(server.mcp)
+
+    config = EvalConfig(
+        directors=names,
+        concurrency=args.concurrency,
+        data=[str(path) for path in args.data],
+        limit=args.limit,
+        sources=args.sources,
+        seed=args.seed,
+        executor=f"{type(backend).__name__}:{backend.model}" if backend is not None else None,
+        mcp_url=args.mcp_url,
+        policy_url=args.policy_url,
+        policy_model=args.policy_model,
+        record=str(args.record) if args.record else None,
+        replay=str(args.replay) if args.replay else None,
+        episode_timeout_s=args.episode_timeout,
+    )
+    try:
+        report = await evaluate(
+            problems,
+            directors,
+            make_client=make_client,
+            concurrency=args.concurrency,
+            progress=not args.no_progress,
+            episode_timeout_s=args.episode_timeout,
+            config=config,
+        )
+    finally:
+        for director in directors:
+            closer = getattr(getattr(director, "client", None), "close", None)
+            if closer is not None:
+                await closer()
+        if backend is not None:
+            await backend.aclose()
+        if server is not None:
+            await server.aclose()
+
+    out = args.out or Path("flowsteer-eval") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    json_path, markdown_path = write_report(report, out)
+    print(markdown_report(report), end="")
+    print(f"report: {json_path} and {markdown_path}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def _exit_code(exit_: SystemExit) -> int:
+    """SystemExit's code as an int: None is success, a message (str) is a failure."""
+    if exit_.code is None:
+        return 0
+    return exit_.code if isinstance(exit_.code, int) else USAGE_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _DELEGATED:
+        configure_logging(os.environ.get("FLOWSTEER_LOG_LEVEL", "WARNING"))
+        try:
+            return _DELEGATED[argv[0]](argv[1:])
+        except SystemExit as exit_:  # a delegate's argparse: --help (0) or a usage error (2)
+            return _exit_code(exit_)
+    parser, eval_parser = _parsers()
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "eval":
+            _check_eval_arguments(eval_parser, args)
+    except SystemExit as exit_:  # argparse: --help (0) or a usage error (2, message already on stderr)
+        return _exit_code(exit_)
+    if args.command == "train":
+        print("flowsteer train: not implemented yet: see issue 5", file=sys.stderr)
+        return USAGE_ERROR
+    configure_logging(args.log_level)
+    return anyio.run(_run_eval, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""Build directors from their command-line names (`direct`, `template`, `policy`).
+
+The director modules are imported lazily so that, e.g., a `template`-only run never imports the OpenAI client.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import httpx2
+from pydantic import BaseModel, ConfigDict, Field
+
+from flowsteer_mcp.director.episode import Director
+from operators.backends.base import ChatBackend
+
+DirectorName = Literal["direct", "template", "policy"]
+DIRECTOR_NAMES: tuple[DirectorName, ...] = ("direct", "template", "policy")
+REPLAY_POLICY_URL = "http://policy-replay.invalid/v1"  # never contacted: the replay transport answers
+
+
+class PolicyEndpoint(BaseModel):
+    """Where the policy model is served, and how its calls are seeded, recorded or replayed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    model: str | None = None
+    api_key_env: str | None = None  # the NAME of a variable holding the key, never the key
+    seed: int | None = None
+    record: Path | None = None
+    replay: Path | None = None
+
+
+def _policy_director(endpoint: PolicyEndpoint) -> Director:
+    from openai import AsyncOpenAI
+
+    from flowsteer_mcp.director.generation import PolicySampling
+    from flowsteer_mcp.director.policy import PolicyDirector
+    from training.evaluate.policy_recording import RecordingPolicyTransport, ReplayPolicyTransport
+    from training.evaluate.recording import replay_backend
+
+    transport: httpx2.AsyncBaseTransport | None = None
+    model, url = endpoint.model, endpoint.url
+    if endpoint.replay is not None:
+        replayer = replay_backend(endpoint.replay, policy=True)
+        transport = ReplayPolicyTransport(replayer)
+        model, url = model or replayer.model, url or REPLAY_POLICY_URL
+    elif endpoint.record is not None:
+        transport = RecordingPolicyTransport(endpoint.record)
+    if not url or not model:
+        raise ValueError("the policy director needs --policy-url and --policy-model")
+    api_key = None
+    if endpoint.api_key_env is not None:
+        api_key = os.environ.get(endpoint.api_key_env)
+        if not api_key:
+            raise ValueError(f"environment variable {endpoint.api_key_env} (--policy-api-key-env) is not set or empty")
+    client = AsyncOpenAI(
+        base_url=url,
+        api_key=api_key or "not-needed",
+        max_retries=2,
+        http_client=httpx2.AsyncClient(transport=transport) if transport is not None else None,
+    )
+    return PolicyDirector(client, model, sampling=PolicySampling(seed=endpoint.seed))
+
+
+def build_director(
+    name: str, *, executor_backend: ChatBackend | None = None, policy: PolicyEndpoint | None = None
+) -> Director:
+    """One director by name; raises ValueError naming what is missing."""
+    if name == "direct":
+        if executor_backend is None:
+            raise ValueError("the direct director needs an executor backend")
+        from flowsteer_mcp.director.direct import DirectDirector
+
+        return DirectDirector(executor_backend)
+    if name == "template":
+        from flowsteer_mcp.director.template import TemplateDirector
+
+        return TemplateDirector()
+    if name == "policy":
+        return _policy_director(policy or PolicyEndpoint())
+    raise ValueError(f"unknown director {name!r}; choose from {', '.join(DIRECTOR_NAMES)}")

@@ -1,0 +1,69 @@
+"""What an evaluation run produces: one `ItemResult` per (director, problem) and the run's `EvalReport`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EvalConfig(BaseModel):
+    """How the run was set up, written into the report so a result can be traced back to its inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    directors: list[str]
+    concurrency: int = Field(ge=1)
+    data: list[str] = Field(default_factory=list)
+    limit: int | None = None
+    sources: list[str] | None = None
+    seed: int | None = None
+    executor: str | None = None  # the executor model's identity (backend cache key), never a secret
+    mcp_url: str | None = None  # None: an in-process server
+    policy_url: str | None = None
+    policy_model: str | None = None
+    record: str | None = None
+    replay: str | None = None
+    episode_timeout_s: float | None = None
+
+
+class ItemResult(BaseModel):
+    """One episode of one director on one problem, with its grade."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    director: str
+    problem_id: str
+    source: str
+    problem_type: str
+    answer: str | None = None
+    score: float = Field(default=0.0, ge=0.0, le=1.0)
+    correct: bool = False
+    score_method: str = ""
+    score_details: dict[str, Any] = Field(default_factory=dict)
+    workflow_id: str | None = None
+    dsl: str = ""
+    finished: bool = False
+    end_reason: str | None = None
+    turns: int = 0
+    llm_calls: int = 0
+    tokens: int = 0
+    policy_tokens: int = 0
+    wall_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """An episode that raised, reported an error, or produced no answer at all."""
+        return self.error is not None or not (self.answer or "").strip()
+
+
+class EvalReport(BaseModel):
+    """Everything one `evaluate` call measured, in the order the pairs were scheduled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: EvalConfig
+    started_at: str
+    wall_s: float
+    items: list[ItemResult]

@@ -1,0 +1,180 @@
+"""Run directors over benchmark problems concurrently and grade every answer with the one scorer.
+
+Each (director, problem) pair is one episode with its own MCP client context; a shared in-process server is
+fine because workflows are isolated by workflow_id. A bounded number of episodes run at once (grading
+included, since code grading occupies the sandbox). An episode that raises, or overruns its time limit, is
+recorded as a failed item with score 0 and never stops the run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
+
+import anyio
+import structlog
+from mcp import Client
+from tqdm import tqdm
+
+from flowsteer_mcp.director.episode import Director, EpisodeResult
+from training.data import Problem
+from training.evaluate.results import EvalConfig, EvalReport, ItemResult
+from training.evaluate.tasks import task_for
+from training.scoring import ScoreResult, score
+
+log = structlog.get_logger(__name__)
+
+MakeClient = Callable[[], AbstractAsyncContextManager[Client]]
+ScoreFn = Callable[[Problem, str | None], Awaitable[ScoreResult]]
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def describe_error(error: BaseException) -> str:
+    """`Type: message` of the underlying errors (the MCP client wraps them in nested exception groups)."""
+    return "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(error))
+
+
+def _failed_item(base: ItemResult, error: str, wall_s: float) -> ItemResult:
+    return base.model_copy(update={"error": error, "wall_s": wall_s, "score_method": "episode_error"})
+
+
+def _item_from_episode(base: ItemResult, episode: EpisodeResult, wall_s: float) -> ItemResult:
+    return base.model_copy(
+        update={
+            "answer": episode.answer,
+            "workflow_id": episode.workflow_id,
+            "dsl": episode.dsl,
+            "finished": episode.finished,
+            "end_reason": episode.end_reason,
+            "turns": episode.turns,
+            "llm_calls": episode.llm_calls,
+            "tokens": episode.tokens,
+            "policy_tokens": episode.policy_tokens,
+            "wall_s": wall_s,
+            "error": episode.error,
+        }
+    )
+
+
+async def _forget_workflow(client: Client, workflow_id: str) -> None:
+    """Delete a finished episode's workflow so long runs never fill the server's workflow limit."""
+    try:
+        await client.call_tool("delete_workflow", {"workflow_id": workflow_id})
+    except Exception as error:  # cleanup only: the episode's result is already collected
+        log.warning("workflow_cleanup_failed", workflow_id=workflow_id, error=str(error))
+
+
+async def run_episode(
+    director: Director,
+    problem: Problem,
+    *,
+    make_client: MakeClient,
+    score_fn: ScoreFn = score,
+    timeout_s: float | None = None,
+    delete_workflow: bool = True,
+) -> ItemResult:
+    """One graded episode; every failure becomes a value on the returned item, never an exception."""
+    base = ItemResult(
+        director=director.name, problem_id=problem.id, source=problem.source, problem_type=problem.problem_type
+    )
+    task = task_for(problem)
+    started = time.monotonic()
+    episode: EpisodeResult | None = None
+    try:
+        with anyio.move_on_after(timeout_s) as scope:
+            async with make_client() as client:
+                episode = await director.run(task, client)
+                if delete_workflow and episode.workflow_id:
+                    await _forget_workflow(client, episode.workflow_id)
+    except Exception as error:
+        log.warning("episode_failed", director=director.name, problem=problem.id, error=describe_error(error))
+        return _failed_item(base, describe_error(error), time.monotonic() - started)
+    wall_s = time.monotonic() - started
+    if episode is None:  # only reachable when the time limit cancelled the episode
+        detail = f"episode exceeded its time limit of {timeout_s} s" if scope.cancelled_caught else "no result"
+        return _failed_item(base, detail, wall_s)
+    item = _item_from_episode(base, episode, wall_s)
+    try:
+        graded = await score_fn(problem, episode.answer)
+    except Exception as error:
+        log.warning("scoring_failed", director=director.name, problem=problem.id, error=repr(error))
+        return item.model_copy(
+            update={"error": f"scoring failed: {describe_error(error)}", "score_method": "scoring_error"}
+        )
+    return item.model_copy(
+        update={
+            "score": graded.score,
+            "correct": graded.correct,
+            "score_method": graded.method,
+            "score_details": json.loads(json.dumps(graded.details, default=str)),  # the report must serialise
+        }
+    )
+
+
+async def evaluate(
+    problems: Sequence[Problem],
+    directors: Sequence[Director],
+    *,
+    make_client: MakeClient,
+    concurrency: int,
+    progress: bool = True,
+    score_fn: ScoreFn = score,
+    episode_timeout_s: float | None = None,
+    config: EvalConfig | None = None,
+    delete_workflows: bool = True,
+) -> EvalReport:
+    """Run every director on every problem, at most `concurrency` episodes at a time.
+
+    Items come back in schedule order: for each problem, each director in turn (so an interrupted or
+    partial run still compares directors on the same problems). `progress` shows a tqdm bar on stderr.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    names = [director.name for director in directors]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise ValueError(f"director names must be unique in one report; repeated: {', '.join(duplicated)}")
+    config = config or EvalConfig(directors=names, concurrency=concurrency)
+    pairs = [(director, problem) for problem in problems for director in directors]
+    items: list[ItemResult | None] = [None] * len(pairs)
+    limiter = anyio.CapacityLimiter(concurrency)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started = time.monotonic()
+    failures = 0
+    bar = tqdm(total=len(pairs), desc="eval", unit="episode", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+
+    async def run_pair(index: int, director: Director, problem: Problem) -> None:
+        nonlocal failures
+        async with limiter:
+            item = await run_episode(
+                director,
+                problem,
+                make_client=make_client,
+                score_fn=score_fn,
+                timeout_s=episode_timeout_s,
+                delete_workflow=delete_workflows,
+            )
+        items[index] = item
+        failures += item.failed
+        bar.update(1)
+        bar.set_postfix_str(f"failures={failures}", refresh=False)
+
+    try:
+        async with anyio.create_task_group() as group:
+            for index, (director, problem) in enumerate(pairs):
+                group.start_soon(run_pair, index, director, problem)
+    finally:
+        bar.close()
+    done = [item for item in items if item is not None]
+    wall_s = time.monotonic() - started
+    log.info("eval_finished", episodes=len(done), failures=failures, wall_s=round(wall_s, 2))
+    return EvalReport(config=config, started_at=started_at, wall_s=wall_s, items=done)
