@@ -439,6 +439,7 @@ async def test_act_feedback_carries_state_execution_and_hints(tools: ToolCaller)
     assert "[Round]: 1/20" in feedback
     assert "[BLOCK_FINISH]=1" in feedback
     assert step["execution"] == {
+        "fresh": True,  # the workflow ran during this step
         "status": "ok",
         "ok": True,
         "output": "Programmer",
