@@ -19,11 +19,22 @@ def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[
     return event
 
 
+class _CurrentStderr:
+    """Writes to whatever `sys.stderr` is at the moment of writing (it may be swapped after configuration,
+    e.g. by a test runner's capture), so a configured logger never holds on to a closed stream."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "INFO") -> None:
     renderer: structlog.types.Processor = (
         structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
     )
-    logging.basicConfig(stream=sys.stderr, level=level.upper(), format="%(message)s")
+    logging.basicConfig(stream=_CurrentStderr(), level=level.upper(), format="%(message)s")
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -33,6 +44,6 @@ def configure_logging(level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
