@@ -1,0 +1,337 @@
+"""Collect groups of rollouts asynchronously through the MCP canvas (spec `40-training.md` §2).
+
+Every trajectory (G per problem) is its own anyio task: there are no round barriers, so a trajectory that
+generates slowly or builds a slow workflow holds only its own slot. A `CapacityLimiter` bounds how many run at
+once (and so the load on the policy server, the executor and the sandbox); each trajectory has a time limit
+after which it is recorded as failed instead of stalling the batch. Each finished episode is graded with the
+shared scorer, rewarded, and turned into token-in/token-out training sequences; advantages are computed once
+the batch is in, per problem (true GRPO) or per source (the reference's cross-problem baseline).
+
+Failures are values: a trajectory that times out or errors gets reward `base - unfinished_penalty` (what an
+empty, unfinished workflow earns), takes part in its group's baseline and contributes no training tokens.
+A history-mode prefix mismatch drops only that episode's sequences and is counted. The one exception is a
+policy server that returns no token ids (`MissingTokenIds`): that is a configuration error which would make
+every trajectory useless, so the batch is cancelled and the error raised.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import anyio
+import structlog
+from mcp import Client
+from pydantic import BaseModel
+
+from flowsteer_mcp.director.episode import Director, EpisodeResult
+from training.advantages import AdvantageStats, group_advantages
+from training.data import Problem
+from training.evaluate.runner import MakeClient, ScoreFn, describe_error
+from training.evaluate.tasks import task_for
+from training.reward import RewardBreakdown, RewardConfig, compute_reward
+from training.rollout.modes import ObservationMode, PrefixMismatch, build_sequences
+from training.rollout.samples import (
+    EpisodeSample,
+    MissingTokenIds,
+    TokenCountMismatch,
+    TrajectoryMetrics,
+    TrajectoryStatus,
+    TurnSample,
+)
+from training.scoring import score
+
+log = structlog.get_logger(__name__)
+
+MakeDirector = Callable[[Problem, int], Director]  # (problem, rollout index) -> the director of that trajectory
+Grouping = Literal["problem", "source"]
+EMPTY_WORKFLOW_STATS: dict[str, int] = {"total_operators": 0, "unique_types": 0}
+
+
+class RolloutBatch(BaseModel):
+    """A batch of grouped trajectories, in schedule order (problem by problem, rollout by rollout)."""
+
+    episodes: list[EpisodeSample]
+    advantages: AdvantageStats
+    mode: ObservationMode
+    grouping: Grouping
+    wall_s: float
+
+    @property
+    def n_timeouts(self) -> int:
+        return sum(e.metrics.status == "timeout" for e in self.episodes)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(e.metrics.status == "error" for e in self.episodes)
+
+    @property
+    def n_prefix_mismatch(self) -> int:
+        return sum(e.metrics.dropped == "prefix_mismatch" for e in self.episodes)
+
+    def training_sequences(self) -> list[tuple[TurnSample, float]]:
+        """Every trainable sequence with its episode's advantage."""
+        return [(s, e.advantage) for e in self.episodes if e.trainable and e.advantage is not None for s in e.sequences]
+
+    def summary(self) -> dict[str, float]:
+        """Batch means of the per-trajectory metrics and reward components, plus the batch counters."""
+        rows = [{**e.reward.flat(), **e.metrics.flat()} for e in self.episodes]
+        names = sorted({name for row in rows for name in row})
+        out = {name: math.fsum(row.get(name, 0.0) for row in rows) / len(rows) for name in names}
+        n = len(self.episodes)
+        out.update(
+            {
+                "batch/trajectories": float(n),
+                "batch/timeouts": float(self.n_timeouts),
+                "batch/errors": float(self.n_errors),
+                "batch/prefix_mismatch": float(self.n_prefix_mismatch),
+                "batch/zero_variance_groups": float(self.advantages.n_zero_variance_groups),
+                "batch/zero_variance_share": self.advantages.zero_variance_share,
+                "batch/trajectories_per_min": 60.0 * n / self.wall_s if self.wall_s > 0 else 0.0,
+            }
+        )
+        return out
+
+
+async def _forget_workflow(client: Client, workflow_id: str) -> None:
+    """Delete the episode's workflow so long runs never fill the server's workflow limit."""
+    try:
+        await client.call_tool("delete_workflow", {"workflow_id": workflow_id})
+    except Exception as error:  # cleanup only: the episode is already collected
+        log.warning("workflow_cleanup_failed", workflow_id=workflow_id, error=str(error))
+
+
+def _metrics(
+    episode: EpisodeResult | None,
+    status: TrajectoryStatus,
+    error: str | None,
+    wall_s: float,
+    score_method: str | None,
+    dropped: str | None,
+) -> TrajectoryMetrics:
+    if episode is None:
+        return TrajectoryMetrics(status=status, error=error, wall_s=wall_s, dropped=dropped)
+    records = episode.records
+    return TrajectoryMetrics(
+        status=status,
+        error=error,
+        finished=episode.finished,
+        end_reason=episode.end_reason,
+        turns=len(records),
+        valid_action_share=sum(r.ok for r in records) / len(records) if records else 0.0,
+        policy_prompt_tokens=sum(r.policy_prompt_tokens for r in records),
+        policy_completion_tokens=sum(r.policy_completion_tokens for r in records),
+        executor_llm_calls=episode.llm_calls,
+        executor_tokens=episode.tokens,
+        score_method=score_method,
+        wall_s=wall_s,
+        dropped=dropped,
+    )
+
+
+class _Trajectory:
+    """One rollout slot: runs, grades and converts a single episode; never raises except for fatal config errors."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        rollout_index: int,
+        group_id: str,
+        episode_id: str,
+        director: Director,
+    ) -> None:
+        self.problem = problem
+        self.rollout_index = rollout_index
+        self.group_id = group_id
+        self.episode_id = episode_id
+        self.director = director
+
+    async def run(
+        self,
+        *,
+        make_client: MakeClient,
+        timeout_s: float | None,
+        score_fn: ScoreFn,
+        reward_config: RewardConfig,
+        mode: ObservationMode,
+        delete_workflow: bool,
+    ) -> EpisodeSample:
+        started = time.monotonic()
+        episode: EpisodeResult | None = None
+        status: TrajectoryStatus = "ok"
+        error: str | None = None
+        try:
+            with anyio.move_on_after(timeout_s) as scope:
+                async with make_client() as client:
+                    episode = await self.director.run(task_for(self.problem), client)
+                    if delete_workflow and episode.workflow_id:
+                        await _forget_workflow(client, episode.workflow_id)
+            if scope.cancelled_caught:
+                status, error, episode = "timeout", f"trajectory exceeded its time limit of {timeout_s} s", None
+        except Exception as caught:  # the client or director failed: a failed trajectory, not a failed batch
+            status, error, episode = "error", describe_error(caught), None
+        if episode is not None and episode.error is not None:
+            status, error = "error", episode.error
+
+        reward, score_method, sequences, dropped = await self._grade(
+            episode if status == "ok" else None, score_fn, reward_config, mode
+        )
+        if status != "ok":
+            log.warning("trajectory_failed", episode=self.episode_id, status=status, error=error)
+        metrics = _metrics(episode, status, error, time.monotonic() - started, score_method, dropped)
+        return EpisodeSample(
+            episode_id=self.episode_id,
+            group_id=self.group_id,
+            problem_id=self.problem.id,
+            source=self.problem.source,
+            rollout_index=self.rollout_index,
+            sequences=sequences,
+            reward=reward,
+            metrics=metrics,
+        )
+
+    async def _grade(
+        self,
+        episode: EpisodeResult | None,
+        score_fn: ScoreFn,
+        reward_config: RewardConfig,
+        mode: ObservationMode,
+    ) -> tuple[RewardBreakdown, str | None, list[TurnSample], str | None]:
+        if episode is None:
+            failed = compute_reward(EMPTY_WORKFLOW_STATS, correctness=0.0, finished=False, config=reward_config)
+            return failed, None, [], "failed"
+        try:
+            graded = await score_fn(self.problem, episode.answer)
+            correctness, method = graded.score, graded.method
+        except Exception as caught:  # a scorer bug must not sink the batch; C = 0 and the method says why
+            log.warning("scoring_failed", episode=self.episode_id, error=describe_error(caught))
+            correctness, method = 0.0, "scoring_error"
+        reward = compute_reward(
+            episode.stats or EMPTY_WORKFLOW_STATS,
+            correctness=correctness,
+            finished=episode.finished,
+            config=reward_config,
+        )
+        try:
+            sequences = build_sequences(mode, episode.records, episode_id=self.episode_id, group_id=self.group_id)
+        except PrefixMismatch as mismatch:
+            log.info("history_prefix_mismatch", episode=self.episode_id, turn=mismatch.turn_index)
+            return reward, method, [], "prefix_mismatch"
+        return reward, method, sequences, None
+
+
+def _group_id(problem: Problem, grouping: Grouping) -> str:
+    if grouping == "problem":
+        return problem.id
+    if grouping == "source":
+        return problem.source
+    raise ValueError(f"grouping must be 'problem' or 'source', got {grouping!r}")
+
+
+async def collect_groups(
+    problems: Sequence[Problem],
+    *,
+    make_director: MakeDirector,
+    make_client: MakeClient,
+    group_size: int,
+    concurrency: int,
+    timeout_s: float | None = None,
+    reward_config: RewardConfig | None = None,
+    grouping: Grouping = "problem",
+    mode: ObservationMode = "markovian",
+    score_fn: ScoreFn = score,
+    advantage_eps: float = 1e-6,
+    drop_zero_variance: bool = False,
+    delete_workflows: bool = True,
+    episode_prefix: str = "",
+    on_episode: Callable[[EpisodeSample], None] | None = None,
+) -> RolloutBatch:
+    """Run `group_size` rollouts of every problem, at most `concurrency` at a time, and group them.
+
+    `make_director(problem, rollout_index)` builds each trajectory's director (e.g. a `PolicyDirector` on the
+    current adapter name with a per-rollout seed). `on_episode` is called as each trajectory completes.
+    Raises `ValueError` on bad arguments and `MissingTokenIds` / `TokenCountMismatch` when the policy server
+    does not return usable token ids.
+    """
+    if group_size < 1:
+        raise ValueError(f"group_size must be at least 1, got {group_size}")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    if not problems:
+        raise ValueError("no problems: a batch needs at least one problem")
+    if timeout_s is not None and not timeout_s > 0:
+        raise ValueError(f"timeout_s must be positive or None, got {timeout_s!r}")
+    ids = [p.id for p in problems]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ValueError(f"problem ids must be unique in one batch (they name episodes and groups): {repeated}")
+    config = reward_config or RewardConfig()
+    slots = [
+        _Trajectory(
+            problem,
+            index,
+            _group_id(problem, grouping),
+            f"{episode_prefix}{problem.id}#{index}",
+            make_director(problem, index),
+        )
+        for problem in problems
+        for index in range(group_size)
+    ]
+    results: list[EpisodeSample | None] = [None] * len(slots)
+    fatal: list[Exception] = []
+    limiter = anyio.CapacityLimiter(concurrency)
+    started = time.monotonic()
+
+    async with anyio.create_task_group() as group:
+
+        async def run_slot(position: int, slot: _Trajectory) -> None:
+            async with limiter:
+                try:
+                    sample = await slot.run(
+                        make_client=make_client,
+                        timeout_s=timeout_s,
+                        score_fn=score_fn,
+                        reward_config=config,
+                        mode=mode,
+                        delete_workflow=delete_workflows,
+                    )
+                except (MissingTokenIds, TokenCountMismatch) as error:
+                    fatal.append(error)
+                    group.cancel_scope.cancel()
+                    return
+            results[position] = sample
+            if on_episode is not None:
+                on_episode(sample)
+
+        for position, slot in enumerate(slots):
+            group.start_soon(run_slot, position, slot)
+
+    if fatal:
+        raise fatal[0]
+    episodes = [sample for sample in results if sample is not None]
+    advantages, stats = group_advantages(
+        [e.reward.total for e in episodes],
+        [e.group_id for e in episodes],
+        eps=advantage_eps,
+        drop_zero_variance=drop_zero_variance,
+    )
+    for episode, advantage, keep in zip(episodes, advantages, stats.keep, strict=True):
+        episode.advantage = advantage
+        episode.keep = keep
+    batch = RolloutBatch(
+        episodes=episodes, advantages=stats, mode=mode, grouping=grouping, wall_s=time.monotonic() - started
+    )
+    log.info(
+        "rollouts_collected",
+        trajectories=len(episodes),
+        groups=stats.n_groups,
+        zero_variance_groups=stats.n_zero_variance_groups,
+        timeouts=batch.n_timeouts,
+        errors=batch.n_errors,
+        prefix_mismatch=batch.n_prefix_mismatch,
+        reward_mean=round(stats.reward_mean, 4),
+        wall_s=round(batch.wall_s, 2),
+    )
+    return batch
