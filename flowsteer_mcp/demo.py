@@ -123,6 +123,8 @@ async def _episode(model: str, task: dict[str, Any], workdir: Path) -> int:
                     f"ran: {execution['status']}, {execution.get('llm_calls', 0)} LLM calls, "
                     f"{execution.get('cache_hits', 0)} nodes reused from cache"
                 )
+                if execution.get("error"):
+                    ran += f" ({_preview(execution['error'], 90)})"
             else:
                 ran = "not run"
             _line(f"    ok={step['ok']} dsl={step['state']['dsl'] or '(empty)'} | {ran}")
