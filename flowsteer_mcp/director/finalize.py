@@ -15,11 +15,15 @@ async def collect(link: CanvasLink, workflow_id: str, result: EpisodeResult) -> 
     last = detail.get("last_execution") or {}
     code_task = result.task.task_type == "code"
     answer = (end.get("final_code") or end.get("final_answer")) if code_task else end.get("final_answer")
+    execution = last.get("execution") or {}
     if not end:  # the episode did not end (e.g. an error mid-way): fall back to the last successful run
-        execution = last.get("execution") or {}
         answer = execution.get("output") if execution.get("ok") else None
+    error = result.error
+    if answer is None and error is None and execution.get("error"):
+        error = f"the final run produced no answer: {execution['error']}"
     return result.model_copy(
         update={
+            "error": error,
             "workflow_id": workflow_id,
             "answer": answer,
             "dsl": state["dsl"],

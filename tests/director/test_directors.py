@@ -112,3 +112,11 @@ async def test_direct_director_makes_one_executor_call_and_extracts_code() -> No
     assert result.answer == "def add(a, b):\n    return a + b"
     assert result.llm_calls == 1 and result.error is None
     assert "assert add(1, 2) == 3" in backend.requests[0].messages[-1].content
+
+
+async def test_a_failed_final_run_is_reported_as_the_episode_error() -> None:
+    server = build_server(executor=ScriptedExecutor(failure="node_2 (Programmer): no code in the reply"))
+    async with Client(server.mcp) as client:
+        result = await TemplateDirector().run(TASK, client)
+    assert result.answer is None and result.finished
+    assert result.error == "the final run produced no answer: node_2 (Programmer): no code in the reply"
