@@ -23,13 +23,15 @@ from typing import Any, TypeVar
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
 _HERMETIC_DROP = ("FLOWSTEER_", "OPENAI_")  # never let a developer's executor config or token leak into a test server
 T = TypeVar("T")
+
+# The streamable-HTTP transport holds response streams open: long reads, short everything else.
+MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 def result_text(result: CallToolResult) -> str:
@@ -181,8 +183,7 @@ class HttpServerProcess:
 async def http_client(url: str, token: str | None = None) -> AsyncIterator[Client]:
     """An MCP client over streamable HTTP, sending `Authorization: Bearer <token>` when a token is given."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with create_mcp_http_client(headers=headers) as http:
-        assert isinstance(http, httpx2.AsyncClient)
+    async with httpx2.AsyncClient(headers=headers, timeout=MCP_HTTP_TIMEOUT) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             yield client
 

@@ -6,11 +6,14 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from training.evaluate.runner import MakeClient
+
+# The streamable-HTTP transport holds response streams open: long reads, short everything else.
+MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 def in_process_clients(server: Any) -> MakeClient:
@@ -29,7 +32,7 @@ def remote_clients(url: str, token: str | None = None) -> MakeClient:
     async def connect() -> AsyncIterator[Client]:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         async with (
-            create_mcp_http_client(headers=headers) as http,
+            httpx2.AsyncClient(headers=headers, timeout=MCP_HTTP_TIMEOUT) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
             yield client
