@@ -183,9 +183,11 @@ class HttpServerProcess:
 async def http_client(url: str, token: str | None = None) -> AsyncIterator[Client]:
     """An MCP client over streamable HTTP, sending `Authorization: Bearer <token>` when a token is given."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with httpx2.AsyncClient(headers=headers, timeout=MCP_HTTP_TIMEOUT) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=MCP_HTTP_TIMEOUT) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 @asynccontextmanager
