@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from flowsteer_mcp.canvas.execution import ExecutionReport
 from flowsteer_mcp.canvas.finish import Violation
 from flowsteer_mcp.canvas.model import ParallelStage, WorkflowGraph, operator_nodes
-from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.canvas.options import FinishPolicy, TaskSpec
 from flowsteer_mcp.canvas.stats import GraphStats
 
 _SOLVER = {"math": "Programmer", "code": "Programmer", "qa": "Custom", "general": "Custom"}
@@ -44,6 +44,7 @@ def advise(
     task: TaskSpec,
     violations: list[Violation],
     last_execution: ExecutionReport | None,
+    policy: FinishPolicy,
 ) -> Hint:
     kind = task.task_type
     ops = set(stats.operators)
@@ -58,7 +59,7 @@ def advise(
     if last_execution is not None and last_execution.status in ("failed", "timeout"):
         fix = "Programmer" if kind in ("math", "code") and "Programmer" not in ops else "Revise"
         return add(fix, f"the last run failed ({(last_execution.error or '')[:120]}); repair before finishing")
-    if not ops & {"Custom", "AnswerGenerate", "Programmer", "Revise", "Aggregate", "CustomCodeGenerate"}:
+    if not ops & set(policy.solver_operators):
         return add(_SOLVER[kind], "planning/checking alone produces no answer; add a solver")
     if _unensembled_parallel(graph):
         return add(_ENSEMBLE[kind], "a parallel stage needs an ensemble after it to choose among its candidates")

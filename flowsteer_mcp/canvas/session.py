@@ -161,8 +161,9 @@ class Canvas:
             return None
         stats = self.stats()
         output = self.state.last_execution.output if self.state.last_execution else None
-        violations = finish_violations(self.state.options.finish_policy(), stats, self.state.task, output)
-        return advise(self.state.graph, stats, self.state.task, violations, self.state.last_execution)
+        policy = self.state.options.finish_policy()
+        violations = finish_violations(policy, stats, self.state.task, output)
+        return advise(self.state.graph, stats, self.state.task, violations, self.state.last_execution, policy)
 
     def feedback(self, message: str) -> str:
         """Feedback text for the current state without taking a step (e.g. right after creation)."""
