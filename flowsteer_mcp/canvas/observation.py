@@ -1,7 +1,8 @@
 """Observation builder: the text a policy sees each turn (one builder for director, evaluation and training).
 
-The system template is loadable from a file so users can supply their own wording; `$operators`,
-`$examples` and `$finish_constraints` are filled from the registry and the workflow's finish policy.
+The system template is loadable from a file so users can supply their own wording; `$operators` (one line
+per operator), `$operator_names` (a comma-separated list, for compact templates), `$examples` and
+`$finish_constraints` are filled from the registry and the workflow's finish policy.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class ObservationBuilder(BaseModel):
         )
         examples = "\n".join(f"- {kind}: {dsl}" for kind, dsl in EXAMPLE_WORKFLOWS)
         return Template(self.system_template).safe_substitute(
-            operators=operators, examples=examples, finish_constraints=describe_policy(policy)
+            operators=operators,
+            operator_names=", ".join(s.name for s in registry.specs()),
+            examples=examples,
+            finish_constraints=describe_policy(policy),
         )
 
     def turn(self, task: TaskSpec, state: StateView, last_feedback: str | None) -> str:

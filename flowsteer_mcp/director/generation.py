@@ -18,6 +18,11 @@ class PolicySampling(BaseModel):
     enable_thinking: bool | None = None  # Qwen3 chat template switch; None = do not send it
     seed: int | None = None
     request_token_ids: bool = True  # ask vLLM for prompt/completion token ids and log-probs
+    # Small models rarely start a tag on their own: an action prefix (e.g. "<action>") is sent as the start of
+    # the assistant message and continued by the model (vLLM `continue_final_message`); it belongs to the prompt
+    # tokens, not to the policy's. Only action turns are primed.
+    action_prefix: str | None = None
+    stop: list[str] | None = None  # e.g. ["\n"]: an action is one line
 
 
 class Generation(BaseModel):
@@ -39,8 +44,14 @@ async def generate(
     *,
     max_tokens: int,
     thinking: bool | None,
+    prefix: str | None = None,
 ) -> Generation:
+    """One chat completion; with `prefix`, the model continues an assistant message starting with it and the
+    returned text includes the prefix."""
     extra: dict[str, Any] = {}
+    if prefix:
+        messages = [*messages, {"role": "assistant", "content": prefix}]
+        extra.update({"continue_final_message": True, "add_generation_prompt": False})
     if sampling.top_k is not None:
         extra["top_k"] = sampling.top_k
     if thinking is not None:
@@ -54,6 +65,7 @@ async def generate(
         temperature=sampling.temperature,
         top_p=sampling.top_p,
         seed=sampling.seed,
+        stop=sampling.stop,
         logprobs=sampling.request_token_ids,
         extra_body=extra or None,
     )
@@ -66,7 +78,7 @@ async def generate(
         logprobs = [float(item.logprob) for item in choice.logprobs.content]
     usage = response.usage
     return Generation(
-        text=content,
+        text=f"{prefix or ''}{content}",
         reasoning=reasoning,
         prompt_token_ids=getattr(response, "prompt_token_ids", None),
         completion_token_ids=getattr(choice, "token_ids", None),

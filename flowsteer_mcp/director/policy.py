@@ -74,6 +74,7 @@ class PolicyDirector:
             thinking=False
             if prompt_turn and self.sampling.enable_thinking is not None
             else self.sampling.enable_thinking,
+            prefix=None if prompt_turn else self.sampling.action_prefix,
         )
 
     async def run(self, task: TaskSpec, client: Client) -> EpisodeResult:
@@ -129,6 +130,7 @@ class PolicyDirector:
                 self.sampling,
                 max_tokens=128,
                 thinking=False if self.sampling.enable_thinking is not None else None,
+                prefix=self.sampling.action_prefix,
             )
             sent, reasked = visible_text(generation), True
         step = await link.call("act", workflow_id=workflow_id, text=sent or generation.text or " ")

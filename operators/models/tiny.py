@@ -83,7 +83,7 @@ def build_tokenizer(out_dir: Path) -> None:
         bos_token=None,
         unk_token=None,
         chat_template=CHATML_TEMPLATE,
-        model_max_length=2048,
+        model_max_length=8192,
     )
     tokenizer.save_pretrained(out_dir)
 
@@ -106,7 +106,7 @@ def build_tiny_qwen3(out_dir: Path) -> None:
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=32,
-        max_position_embeddings=2048,
+        max_position_embeddings=8192,  # the Flow-Director system prompt alone is ~2.7k of these tokens
         tie_word_embeddings=True,
         # Larger than the usual 0.02 so greedy output varies with the prompt instead of repeating one token.
         initializer_range=0.1,

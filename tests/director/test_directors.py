@@ -88,6 +88,29 @@ async def test_policy_unclosed_think_is_an_invalid_turn_and_budget_ends_the_epis
     assert result.answer is None
 
 
+async def test_action_prefix_is_continued_by_the_model_and_sent_with_its_text() -> None:
+    server = build_server(executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    with OpenAIStub() as stub:
+        stub.enqueue(completion("Custom</operator>", [21, 22]), completion("finish</action>", [23]))
+        sampling = PolicySampling(action_prefix="<action>add</action><operator>", stop=["\n"])
+        director = PolicyDirector.from_url(
+            stub.base_url,
+            "policy",
+            sampling=sampling,
+            canvas_options={"finish": "relaxed", "prompt_turns": False, "max_rounds": 2},
+        )
+        async with Client(server.mcp) as client:
+            result = await director.run(TASK, client)
+        requests = [r.body for r in stub.chat_requests]
+    first = result.records[0]
+    assert first.sent == "<action>add</action><operator>Custom</operator>" and first.ok
+    assert first.completion_token_ids == [21, 22]  # the prefix belongs to the prompt, not to the policy's tokens
+    assert requests[0]["messages"][-1] == {"role": "assistant", "content": "<action>add</action><operator>"}
+    assert requests[0]["continue_final_message"] is True and requests[0]["add_generation_prompt"] is False
+    assert requests[0]["stop"] == ["\n"]
+    assert result.dsl == "Custom"
+
+
 async def test_template_director_builds_its_workflow_through_the_tools() -> None:
     executor = ScriptedExecutor()
     server = build_server(executor=executor)

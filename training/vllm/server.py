@@ -195,6 +195,7 @@ class VLLMServer:
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_end_with_parent,
             )
         except OSError as error:
             log_file.close()
@@ -299,6 +300,17 @@ class VLLMServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _end_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM the server when the process that started it dies, so a
+    trainer killed with SIGKILL (which runs no cleanup) does not leave a vLLM server holding memory and a port.
+    Linux ties this to the starting *thread*: start servers from a thread that lives as long as they should."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _signal_group(group_id: int, sig: int) -> bool:

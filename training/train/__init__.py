@@ -1,0 +1,1 @@
+"""CWRPO trainer: config, policy, update, checkpoints, metrics and the training loop."""

