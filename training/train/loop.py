@@ -124,6 +124,11 @@ class Trainer:
                 "or set run.out_dir to a new folder"
             )
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        if not self.resume:  # leftovers of a run that died before its first checkpoint describe nothing now
+            for name in ("metrics.jsonl", "batches.jsonl"):
+                (self.out_dir / name).unlink(missing_ok=True)
+            for name in ("tensorboard", "plots", "adapters"):
+                shutil.rmtree(self.out_dir / name, ignore_errors=True)
         config_file = self.out_dir / "config.yaml"
         config_file.write_text(yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
 
