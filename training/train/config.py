@@ -176,8 +176,11 @@ class TrainConfig(_Strict):
             raise ValueError(
                 f"optim.warmup_steps ({self.optim.warmup_steps}) must be below run.steps ({self.run.steps})"
             )
-        if self.vllm.max_loras < 1:
-            raise ValueError("vllm.max_loras must be at least 1")
+        if self.rollout.mode == "history":
+            raise ValueError(
+                "rollout.mode 'history' needs a director that sends the whole transcript each turn; the policy "
+                "director sends markovian observations, so every episode would be dropped: use 'markovian'"
+            )
         return self
 
     def fingerprint(self) -> str:
