@@ -174,7 +174,7 @@ async def test_bad_requests_are_clear_errors(backend: LocalBackend) -> None:
     with pytest.raises(BackendError, match="max_tokens"):
         await backend.complete(ask("hi", max_tokens=0))
     with pytest.raises(BackendError, match="handles at most"):
-        await backend.complete(ask("word " * 3000, max_tokens=4))
+        await backend.complete(ask("word " * 9000, max_tokens=4))
     assert (await backend.complete(ask("still fine", max_tokens=3))).usage.completion_tokens <= 3
 
 

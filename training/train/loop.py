@@ -4,8 +4,9 @@ Per training step N (1-based):
   1. draw `problems_per_step` problems from the stream; run G rollouts each through the canvas's MCP tools,
      the policy generating on vLLM with the adapter `<run>@<N-1>`;
   2. update the LoRA policy on those tokens (`update.policy_update`), step the learning-rate schedule;
-  3. save `adapters/step-N`, checkpoint (every `checkpoint_every` steps), publish `<run>@N` to vLLM;
-  4. log the step's metrics (JSONL, TensorBoard, plots) and the batch's problem ids (`batches.jsonl`).
+  3. save `adapters/step-N`, publish `<run>@N` to vLLM and check that it changes what vLLM serves;
+  4. log the step's metrics (JSONL, TensorBoard, plots) and the batch's problem ids (`batches.jsonl`);
+  5. checkpoint (every `checkpoint_every` steps), last, so a checkpoint covers everything its step wrote.
 The learner and the generator run in turn, so the adapter a rollout used is always the newest one.
 """
 
@@ -238,8 +239,6 @@ class Trainer:
                     )
                     scheduler.step()
                 adapter_dir = policy.save_adapter(self.adapters / f"step-{step}")
-                if step % config.run.checkpoint_every == 0 or step == config.run.steps:
-                    self._checkpoint(step, policy, optimizer, scheduler, update_generator, stream.cursor)
                 adapter_used = adapter
                 adapter = await service.lora.publish(adapter_dir, step)
                 self._prune_adapters(service)
@@ -258,6 +257,10 @@ class Trainer:
                     self.out_dir / "batches.jsonl",
                     {"step": step, "adapter": adapter_used, "problems": [p.id for p in problems]},
                 )
+                # Last: a checkpoint at step N promises that everything of step N (metrics included) is written.
+                # A kill before it redoes step N on resume; the rows it logged are dropped then.
+                if step % config.run.checkpoint_every == 0 or step == config.run.steps:
+                    self._checkpoint(step, policy, optimizer, scheduler, update_generator, stream.cursor)
                 if config.logging.plots and step % config.run.checkpoint_every == 0:
                     _plot(self.out_dir)
                 progress.update(step, {short: values.get(key, float("nan")) for short, key in PROGRESS_KEYS.items()})
