@@ -51,6 +51,7 @@ class PolicyDirector:
         observer: ObservationBuilder | None = None,
         registry: OperatorRegistry | None = None,
         reask: bool = True,
+        transcript: bool = False,
     ) -> None:
         self.client = client
         self.model = model
@@ -59,6 +60,9 @@ class PolicyDirector:
         self.observer = observer or ObservationBuilder.default()
         self.registry = registry or default_registry()
         self.reask = reask
+        # transcript=True is the `history` observation mode: every turn sees the whole conversation so far
+        # (system, each observation, each of its own replies) instead of system + the current observation.
+        self.transcript = transcript
 
     @classmethod
     def from_url(cls, base_url: str, model: str, *, api_key: str | None = None, **kwargs: Any) -> PolicyDirector:
@@ -87,9 +91,10 @@ class PolicyDirector:
             system = created["system_prompt"]
             state = StateView.model_validate(created["state"])
             feedback: str | None = None
+            history: list[dict[str, str]] | None = [{"role": "system", "content": system}] if self.transcript else None
             done = False
             while not done:
-                record, step = await self._round(link, workflow_id, task, state, system, feedback)
+                record, step = await self._round(link, workflow_id, task, state, system, feedback, history)
                 result.records.append(record)
                 result = add_usage(result, step)
                 result.policy_tokens += record.policy_prompt_tokens + record.policy_completion_tokens
@@ -109,20 +114,26 @@ class PolicyDirector:
         state: StateView,
         system: str,
         feedback: str | None,
+        history: list[dict[str, str]] | None = None,
     ) -> tuple[TurnRecord, dict[str, Any]]:
+        """One turn. With `history` (transcript mode) the turn's user message and reply are appended to it."""
         prompt_turn = state.awaiting_prompt_for is not None
         if prompt_turn:
             user = self.observer.prompt_turn(task, state, self.registry)
-            messages = [{"role": "user", "content": user}]
         else:
             user = self.observer.turn(task, state, feedback)
+        if history is not None:
+            messages = [*history, {"role": "user", "content": user}]
+        elif prompt_turn:
+            messages = [{"role": "user", "content": user}]
+        else:
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         generation = await self._turn(messages, prompt_turn=prompt_turn)
         sent = visible_text(generation)
         reasked = False
         if not prompt_turn and self.reask and not has_action(sent):
             user = f"{user}\n\n{REASK}"
-            messages = [messages[0], {"role": "user", "content": user}]
+            messages = [*messages[:-1], {"role": "user", "content": user}]
             generation = await generate(
                 self.client,
                 self.model,
@@ -133,6 +144,8 @@ class PolicyDirector:
                 prefix=self.sampling.action_prefix,
             )
             sent, reasked = visible_text(generation), True
+        if history is not None:  # the re-asked version replaces the first: only what the policy kept is history
+            history += [{"role": "user", "content": user}, {"role": "assistant", "content": generation.text}]
         step = await link.call("act", workflow_id=workflow_id, text=sent or generation.text or " ")
         record = TurnRecord(
             round=step["state"]["round"],

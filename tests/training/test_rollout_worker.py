@@ -308,3 +308,54 @@ async def test_a_workflow_that_runs_but_gives_no_answer_is_an_outcome_not_a_fail
         assert episode.reward.correctness == 0.0
         assert episode.sequences and episode.trainable
     assert [e.reward.structure for e in batch.episodes] == [0.0, 0.2]
+
+
+class TranscriptPolicy:
+    """Test double for a vLLM chat server whose tokens are the character codes of a fixed chat rendering, so the
+    prompts of a transcript-mode episode extend each other exactly, as they do on a consistent real server.
+    Script: add Custom, then finish."""
+
+    SCRIPT = ("<action>add</action><operator>Custom</operator>", "<action>finish</action>")
+
+    def __init__(self) -> None:
+        self.requests: list[list[dict[str, str]]] = []
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        messages = body["messages"]
+        self.requests.append(messages)
+        rendered = "".join(f"<{m['role']}>{m['content']}</>" for m in messages) + "<assistant>"
+        content = self.SCRIPT[min(sum(m["role"] == "assistant" for m in messages), 1)]
+        completion = [ord(c) for c in content]
+        return StubReply(body=vllm_body(content, [ord(c) for c in rendered], completion, [-0.25] * len(completion)))
+
+
+async def test_history_mode_trains_one_transcript_per_episode_with_canvas_tokens_masked() -> None:
+    policy = TranscriptPolicy()
+    server = build_server(registry=REGISTRY, executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    with OpenAIStub(responder=policy) as stub:
+        client = AsyncOpenAI(base_url=stub.base_url, api_key="not-needed", max_retries=0)
+
+        def make(_: Problem, index: int) -> PolicyDirector:
+            options = {"finish": "relaxed", "prompt_turns": False}
+            return PolicyDirector(client, "policy", canvas_options=options, registry=REGISTRY, transcript=True)
+
+        batch = await collect_groups(
+            [problem("p0")],
+            make_director=make,
+            make_client=in_process_clients(server.mcp),
+            group_size=1,
+            concurrency=1,
+            reward_config=RELEASED,
+            mode="history",
+        )
+    (episode,) = batch.episodes
+    assert episode.metrics.status == "ok" and episode.metrics.turns == 2 and episode.metrics.dropped is None
+    (sequence,) = episode.sequences
+    assert sequence.n_turns == 2
+    assert [m["role"] for m in policy.requests[1]] == ["system", "user", "assistant", "user"]
+    assert policy.requests[1][2]["content"] == TranscriptPolicy.SCRIPT[0]
+    text = "".join(chr(t) for t in sequence.input_ids)
+    sampled = "".join(chr(t) for t, m in zip(sequence.input_ids, sequence.mask, strict=True) if m)
+    assert sampled == "".join(TranscriptPolicy.SCRIPT)  # the mask is 1 exactly on the policy's own tokens
+    assert "Last feedback" in text.split(TranscriptPolicy.SCRIPT[0])[1]  # the canvas's reply is in, masked out
+    assert text.endswith(TranscriptPolicy.SCRIPT[1])

@@ -133,10 +133,3 @@ def test_stream_batches_stay_distinct_across_passes_and_cover_every_problem() ->
     assert stream.cursor.epoch >= 3
     with pytest.raises(ValueError, match="batch size"):
         stream.next_batch(6)
-
-
-def test_history_mode_is_refused_until_the_director_sends_transcripts() -> None:
-    data = minimal()
-    data["rollout"] = {"problems_per_step": 1, "rollouts_per_problem": 2, "mode": "history"}
-    with pytest.raises(TrainConfigError, match="markovian"):
-        parse_train_config(data)

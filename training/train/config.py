@@ -176,11 +176,6 @@ class TrainConfig(_Strict):
             raise ValueError(
                 f"optim.warmup_steps ({self.optim.warmup_steps}) must be below run.steps ({self.run.steps})"
             )
-        if self.rollout.mode == "history":
-            raise ValueError(
-                "rollout.mode 'history' needs a director that sends the whole transcript each turn; the policy "
-                "director sends markovian observations, so every episode would be dropped: use 'markovian'"
-            )
         return self
 
     def fingerprint(self) -> str:

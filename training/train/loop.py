@@ -306,6 +306,7 @@ class Trainer:
                 ),
                 canvas_options=canvas,
                 reask=sampling.reask,
+                transcript=config.rollout.mode == "history",
             )
 
         return await collect_groups(
