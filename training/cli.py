@@ -207,16 +207,9 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
 
 
 def _load_problems(args: argparse.Namespace) -> list[Problem]:
-    from training.data import load_problems
+    from training.data import load_inputs
 
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    for path in args.data:
-        for problem in load_problems(path, limit=args.limit, sources=args.sources):
-            if problem.id in seen:
-                raise ValueError(f"problem id {problem.id!r} occurs in more than one --data input ({path})")
-            seen.add(problem.id)
-            problems.append(problem)
+    problems = load_inputs(args.data, limit=args.limit, sources=args.sources)
     if not problems:
         wanted = f" with sources {', '.join(args.sources)}" if args.sources else ""
         raise ValueError(f"no problems found in {', '.join(map(str, args.data))}{wanted}")

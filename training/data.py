@@ -385,15 +385,19 @@ def load_dataset(
     limit: int | None = None,
     sources: Iterable[str] | None = None,
     skip_invalid: bool = False,
+    skip: int = 0,
 ) -> LoadReport:
     """Read a JSONL file, or every `*.jsonl` file of a folder (sorted by name, not recursive).
 
     limit: at most this many problems *per source*, in file order (so `--limit 30` on a folder gives 30 of
-    each dataset). sources: keep only these source names. skip_invalid: collect malformed lines in
-    `report.skipped` instead of raising the first `DatasetError`.
+    each dataset). skip: leave out each source's first N first (e.g. the items an evaluation uses).
+    sources: keep only these source names. skip_invalid: collect malformed lines in `report.skipped` instead
+    of raising the first `DatasetError`.
     """
     if limit is not None and limit < 0:
         raise ValueError("limit must be >= 0")
+    if skip < 0:
+        raise ValueError("skip must be >= 0")
     wanted = frozenset(sources) if sources is not None else None
     report = LoadReport(files=_files_in(Path(path_or_dir)))
     per_source: dict[str, int] = {}
@@ -401,9 +405,9 @@ def load_dataset(
     for file in report.files:
         for problem in _read_file(file, report, skip_invalid=skip_invalid, sources=wanted, seen=seen):
             count = per_source.get(problem.source, 0)
-            if limit is not None and count >= limit:
-                continue
             per_source[problem.source] = count + 1
+            if count < skip or (limit is not None and count >= skip + limit):
+                continue
             report.problems.append(problem)
     if report.skipped:
         log.warning(
@@ -420,6 +424,28 @@ def load_problems(
     limit: int | None = None,
     sources: Iterable[str] | None = None,
     skip_invalid: bool = False,
+    skip: int = 0,
 ) -> list[Problem]:
     """The problems of `load_dataset` (same arguments); use `load_dataset` to see what was skipped."""
-    return load_dataset(path_or_dir, limit=limit, sources=sources, skip_invalid=skip_invalid).problems
+    return load_dataset(path_or_dir, limit=limit, sources=sources, skip_invalid=skip_invalid, skip=skip).problems
+
+
+def load_inputs(
+    paths: Iterable[str | Path],
+    *,
+    limit: int | None = None,
+    sources: Iterable[str] | None = None,
+    skip: int = 0,
+) -> list[Problem]:
+    """The problems of several files or folders, in order; an id found in two inputs is an error, since ids
+    name episodes, groups and report rows."""
+    wanted = list(sources) if sources is not None else None
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for path in paths:
+        for problem in load_problems(path, limit=limit, sources=wanted, skip=skip):
+            if problem.id in seen:
+                raise ValueError(f"problem id {problem.id!r} occurs in more than one data input ({path})")
+            seen.add(problem.id)
+            problems.append(problem)
+    return problems

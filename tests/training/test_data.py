@@ -307,3 +307,19 @@ def test_our_field_names_win_over_released_aliases_which_stay_in_meta() -> None:
     problem = parse_record(raw)
     assert (problem.ground_truth, problem.problem) == ("72", "new")
     assert (problem.meta["answer"], problem.meta["question"]) == ("Work... #### 72", "old")
+
+
+def test_load_inputs_skips_then_limits_per_source_and_refuses_an_id_in_two_inputs(tmp_path: Path) -> None:
+    from training.data import load_inputs
+
+    rows = [
+        {"id": f"a/{i}", "source": "a", "problem_type": "math", "problem": "q", "ground_truth": "1"} for i in range(5)
+    ]
+    first = tmp_path / "first.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [p.id for p in load_inputs([first], skip=1, limit=2)] == ["a/1", "a/2"]
+    assert [p.id for p in load_inputs([first], skip=4)] == ["a/4"]
+    second = tmp_path / "second.jsonl"
+    second.write_text(json.dumps(rows[3]) + "\n")
+    with pytest.raises(ValueError, match="more than one data input"):
+        load_inputs([first, second])

@@ -6,7 +6,6 @@ previous checkpoint or the new one, never a half-written one that `--resume` wou
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -142,9 +141,3 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-
-
-def describe(folder: Path) -> dict[str, Any]:
-    """The checkpoint's state.json as a dict (for `flowsteer train --resume` messages and tests)."""
-    data: dict[str, Any] = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-    return data

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
 import time
@@ -30,7 +31,7 @@ from pydantic import BaseModel
 
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.policy import PolicyDirector
-from training.data import Problem, load_problems
+from training.data import Problem, load_inputs
 from training.rollout import RolloutBatch, collect_groups, in_process_clients, round_robin_remote
 from training.train.checkpoint import (
     CheckpointError,
@@ -78,20 +79,8 @@ def rollout_seed(run_seed: int, step: int, problem_id: str, index: int) -> int:
 
 
 def load_training_problems(config: TrainConfig) -> list[Problem]:
-    problems: list[Problem] = []
-    seen: set[str] = set()
     data = config.data
-    limit = None if data.limit_per_source is None else data.skip_per_source + data.limit_per_source
-    for path in data.paths:
-        per_source: dict[str, int] = {}
-        for problem in load_problems(path, limit=limit, sources=data.sources):
-            per_source[problem.source] = per_source.get(problem.source, 0) + 1
-            if per_source[problem.source] <= data.skip_per_source:
-                continue
-            if problem.id in seen:
-                raise ValueError(f"problem id {problem.id!r} occurs in more than one data path ({path})")
-            seen.add(problem.id)
-            problems.append(problem)
+    problems = load_inputs(data.paths, limit=data.limit_per_source, sources=data.sources, skip=data.skip_per_source)
     if len(problems) < config.rollout.problems_per_step:
         raise ValueError(
             f"the data holds {len(problems)} problems, fewer than rollout.problems_per_step "
@@ -203,8 +192,6 @@ class Trainer:
         backend = service.executor_backend()
         server = None
         if config.rollout.mcp_urls:
-            import os
-
             token = os.environ.get(config.rollout.mcp_token_env) if config.rollout.mcp_token_env else None
             make_client = round_robin_remote(config.rollout.mcp_urls, token)
         else:

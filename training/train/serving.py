@@ -6,7 +6,6 @@ or any backend of the operators' config (a local in-process model, another endpo
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -17,24 +16,9 @@ from operators.backends.config import OpenAIModelConfig
 from operators.backends.factory import build_backend
 from training.train.config import PolicyServerExecutor, TrainConfig
 from training.vllm import LoraSync, VLLMServer
-from training.vllm.server import VLLM_PYTHON_ENV
+from training.vllm.server import vllm_python
 
 log = structlog.get_logger(__name__)
-
-SIDE_VENV_PYTHON = Path(".venv-vllm/bin/python")
-
-
-def choose_vllm_python(configured: str | None) -> str:
-    """The config's interpreter, else `$FLOWSTEER_VLLM_PYTHON`, else `./.venv-vllm/bin/python`, else ours."""
-    import os
-
-    if configured:
-        return configured
-    if os.environ.get(VLLM_PYTHON_ENV):
-        return os.environ[VLLM_PYTHON_ENV]
-    if SIDE_VENV_PYTHON.is_file():
-        return str(SIDE_VENV_PYTHON.absolute())  # not resolve(): the venv link must stay a venv
-    return sys.executable
 
 
 class PolicyService:
@@ -61,7 +45,7 @@ class PolicyService:
                 dtype=settings.dtype,
                 enforce_eager=settings.enforce_eager,
                 max_model_len=settings.max_model_len,
-                python=choose_vllm_python(settings.python),
+                python=settings.python or vllm_python(),
                 extra_args=settings.extra_args,
                 env=settings.env,
                 log_path=self.log_path,

@@ -36,9 +36,17 @@ class VLLMServerError(RuntimeError):
     """The vLLM server could not be started, reached or queried; the message carries the server's own words."""
 
 
+SIDE_VENV_PYTHON = Path(".venv-vllm/bin/python")
+"""Where `make vllm-env` puts vLLM, relative to the project root."""
+
+
 def vllm_python() -> str:
-    """The interpreter to run vLLM with: `$FLOWSTEER_VLLM_PYTHON` when set, else the current one."""
-    return os.environ.get(VLLM_PYTHON_ENV) or sys.executable
+    """The interpreter to run vLLM with: `$FLOWSTEER_VLLM_PYTHON`, else `./.venv-vllm/bin/python`, else ours."""
+    if os.environ.get(VLLM_PYTHON_ENV):
+        return os.environ[VLLM_PYTHON_ENV]
+    if SIDE_VENV_PYTHON.is_file():
+        return str(SIDE_VENV_PYTHON.absolute())  # not resolve(): through the symlink it would stop being a venv
+    return sys.executable
 
 
 def free_port(host: str = "127.0.0.1") -> int:
