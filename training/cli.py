@@ -20,6 +20,11 @@ import anyio
 from flowsteer_mcp.logs import configure_logging
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from flowsteer_mcp.director.episode import Director
+    from flowsteer_mcp.server.app import FlowSteerServer
+    from operators.backends.base import ChatBackend
     from training.data import Problem
 
 USAGE_ERROR = 2
@@ -95,7 +100,17 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     replay.add_argument("--replay", type=Path, metavar="FILE", help="answer every LLM request from a recording")
 
     out = parser.add_argument_group("output")
-    out.add_argument("--out", type=Path, metavar="DIR", help="report folder (default: flowsteer-eval/<UTC time>)")
+    out.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="report folder (default: flowsteer-eval/<UTC time>); items.jsonl there grows as episodes finish",
+    )
+    out.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out: reuse its graded episodes, run the rest",
+    )
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     out.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "WARNING"))
 
@@ -204,6 +219,8 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error(f"environment variable {args.mcp_token_env} (--mcp-token-env) is not set or empty")
     if args.mcp_url and not args.mcp_url.startswith(("http://", "https://")):
         parser.error(f"--mcp-url must be an http(s) URL, got {args.mcp_url!r}")
+    if args.resume and args.out is None:
+        parser.error("--resume needs --out, the folder of the run to continue")
 
 
 def _load_problems(args: argparse.Namespace) -> list[Problem]:
@@ -216,6 +233,20 @@ def _load_problems(args: argparse.Namespace) -> list[Problem]:
     return problems
 
 
+async def _close_eval_resources(
+    directors: Sequence[Director], backend: ChatBackend | None, server: FlowSteerServer | None
+) -> None:
+    """Close what an eval run opened (policy clients, the executor backend, the in-process server)."""
+    for director in directors:
+        closer = getattr(getattr(director, "client", None), "close", None)
+        if closer is not None:
+            await closer()
+    if backend is not None:
+        await backend.aclose()
+    if server is not None:
+        await server.aclose()
+
+
 async def _run_eval(args: argparse.Namespace) -> int:
     from flowsteer_mcp.engine import WorkflowEngine
     from flowsteer_mcp.server import ServerSettings, build_server
@@ -224,6 +255,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
     from training.data import DatasetError
     from training.evaluate.clients import in_process_clients, remote_clients
     from training.evaluate.directors import PolicyEndpoint, build_director
+    from training.evaluate.journal import ItemJournal, JournalError
     from training.evaluate.recording import executor_backend, start_recording
     from training.evaluate.report import markdown_report, write_report
     from training.evaluate.results import EvalConfig
@@ -278,6 +310,13 @@ async def _run_eval(args: argparse.Namespace) -> int:
         replay=str(args.replay) if args.replay else None,
         episode_timeout_s=args.episode_timeout,
     )
+    out = args.out or Path("flowsteer-eval") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    try:
+        journal, done = ItemJournal.open(out, config, resume=args.resume)
+    except (JournalError, OSError) as error:
+        await _close_eval_resources(directors, backend, server)
+        print(f"flowsteer eval: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
     try:
         report = await evaluate(
             problems,
@@ -287,18 +326,13 @@ async def _run_eval(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             episode_timeout_s=args.episode_timeout,
             config=config,
+            done=done,
+            on_item=journal.append,
         )
     finally:
-        for director in directors:
-            closer = getattr(getattr(director, "client", None), "close", None)
-            if closer is not None:
-                await closer()
-        if backend is not None:
-            await backend.aclose()
-        if server is not None:
-            await server.aclose()
+        journal.close()
+        await _close_eval_resources(directors, backend, server)
 
-    out = args.out or Path("flowsteer-eval") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     json_path, markdown_path = write_report(report, out)
     print(markdown_report(report), end="")
     print(f"report: {json_path} and {markdown_path}", file=sys.stderr)

@@ -246,3 +246,49 @@ def test_mcp_token_env_must_be_set(workspace: Path, capsys: pytest.CaptureFixtur
     remote = ["--mcp-url", "http://127.0.0.1:1/mcp", "--mcp-token-env", "EVAL_TEST_UNSET_TOKEN"]
     assert main(base_args(workspace, "--director", "template", *remote)) == 2
     assert "EVAL_TEST_UNSET_TOKEN (--mcp-token-env) is not set" in capsys.readouterr().err
+
+
+def journal_lines(folder: Path) -> list[str]:
+    return (folder / "items.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+def test_an_interrupted_eval_resumes_from_its_journal(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = workspace / "run"
+    assert main(base_args(workspace, "--director", "direct", "--seed", "3", "--out", str(out))) == 0
+    lines = journal_lines(out)
+    assert json.loads(lines[0])["config"]["seed"] == 3 and len(lines) == 4  # header + one line per episode
+    # a kill after the first episode, in the middle of writing the second
+    (out / "items.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:25], encoding="utf-8")
+    kept = json.loads(lines[1])
+    capsys.readouterr()
+
+    resumed = ["--director", "direct", "--director", "template", "--seed", "3", "--out", str(out), "--resume"]
+    assert main(base_args(workspace, *resumed)) == 0
+    assert "plus 1 episodes graded before a resume" in capsys.readouterr().out
+    document = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert document["resumed_items"] == 1 and len(document["items"]) == 6
+    reused = [
+        item for item in document["items"] if item["director"] == "direct" and item["problem_id"] == kept["problem_id"]
+    ]
+    assert reused == [kept]  # reused as recorded (same wall time), not run again
+    assert len(journal_lines(out)) == 1 + 6  # the truncated line was dropped, every episode is on record
+
+
+def test_journal_misuse_is_refused_without_touching_it(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = workspace / "run"
+    assert main(base_args(workspace, "--director", "direct", "--sources", "nq", "--out", str(out))) == 0
+    before = (out / "items.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(base_args(workspace, "--director", "direct", "--out", str(out))) == 2
+    assert "already exists: pass --resume" in capsys.readouterr().err
+    assert main(base_args(workspace, "--director", "direct", "--seed", "9", "--out", str(out), "--resume")) == 2
+    assert "seed: journal None, this run 9" in capsys.readouterr().err
+    assert main(base_args(workspace, "--director", "direct", "--out", str(workspace / "none"), "--resume")) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    assert main(base_args(workspace, "--director", "direct", "--resume")) == 2
+    assert "--resume needs --out" in capsys.readouterr().err
+    assert (out / "items.jsonl").read_bytes() == before
+    header, item = before.decode().splitlines()
+    (out / "items.jsonl").write_text(f"{header}\n{{broken\n{item}\n", encoding="utf-8")
+    assert main(base_args(workspace, "--director", "direct", "--out", str(out), "--resume")) == 2
+    assert "items.jsonl:2: not an item record" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from flowsteer_mcp.server.app import FlowSteerServer
 from flowsteer_mcp.store.memory import MemoryStore
 from training.data import Problem, load_problems
 from training.evaluate import aggregate, evaluate, task_for
+from training.evaluate.results import ItemResult
 from training.scoring import ScoreResult
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
@@ -117,6 +118,28 @@ async def test_concurrency_bound_is_honoured_across_directors(app: FlowSteerServ
         ("toy/1", "b"),
     ]
     assert all(item.score == 1.0 and item.correct for item in report.items)
+
+
+async def test_graded_pairs_are_reused_and_new_items_are_announced(app: FlowSteerServer) -> None:
+    problems = toy_problems(3)
+    earlier = ItemResult(
+        director="a", problem_id="toy/1", source="toy", problem_type="math", answer="2", score=1.0, wall_s=123.0
+    )
+    director = CannedAnswerDirector("a", right_answer)
+    announced: list[ItemResult] = []
+    report = await evaluate(
+        problems,
+        [director],
+        make_client=client_factory(app),
+        concurrency=2,
+        progress=False,
+        done=[earlier],
+        on_item=announced.append,
+    )
+    assert sorted(task.problem for task in director.seen) == ["What is 0 + 1?", "What is 2 + 1?"]
+    assert [item.problem_id for item in report.items] == ["toy/0", "toy/1", "toy/2"]  # schedule order kept
+    assert report.items[1] is earlier and report.resumed_items == 1
+    assert sorted(item.problem_id for item in announced) == ["toy/0", "toy/2"]
 
 
 async def test_a_crashing_episode_is_recorded_and_the_run_continues(app: FlowSteerServer) -> None:

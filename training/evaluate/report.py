@@ -97,6 +97,7 @@ def report_json(report: EvalReport) -> dict[str, Any]:
         "config": report.config.model_dump(mode="json"),
         "started_at": report.started_at,
         "wall_s": report.wall_s,
+        "resumed_items": report.resumed_items,
         "aggregates": [cell.model_dump(mode="json") for cell in aggregate(report)],
         "items": [item.model_dump(mode="json") for item in report.items],
     }
@@ -159,7 +160,8 @@ def markdown_report(report: EvalReport) -> str:
         "",
         f"Directors: {', '.join(config.directors)}; episodes: {len(report.items)}; concurrency: "
         f"{config.concurrency}; seed: {config.seed if config.seed is not None else 'none'}; "
-        f"executor: {config.executor or 'n/a'}; started {report.started_at}, took {report.wall_s:.1f} s.",
+        f"executor: {config.executor or 'n/a'}; started {report.started_at}, took {report.wall_s:.1f} s"
+        + (f" (plus {report.resumed_items} episodes graded before a resume)." if report.resumed_items else "."),
     ]
     if config.mcp_url:
         heading.append(f"Canvas: the MCP server at {config.mcp_url} (its own executor runs the workflows).")

@@ -65,5 +65,6 @@ class EvalReport(BaseModel):
 
     config: EvalConfig
     started_at: str
-    wall_s: float
+    wall_s: float  # this invocation only; resumed items keep their own wall_s
     items: list[ItemResult]
+    resumed_items: int = 0  # items reused from an interrupted earlier run of the same journal

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
 from training.data import Problem
+from training.evaluate.journal import item_key
 from training.evaluate.results import EvalConfig, EvalReport, ItemResult
 from training.evaluate.tasks import task_for
 from training.scoring import ScoreResult, score
@@ -131,11 +132,15 @@ async def evaluate(
     episode_timeout_s: float | None = None,
     config: EvalConfig | None = None,
     delete_workflows: bool = True,
+    done: Sequence[ItemResult] = (),
+    on_item: Callable[[ItemResult], None] | None = None,
 ) -> EvalReport:
     """Run every director on every problem, at most `concurrency` episodes at a time.
 
     Items come back in schedule order: for each problem, each director in turn (so an interrupted or
     partial run still compares directors on the same problems). `progress` shows a tqdm bar on stderr.
+    Pairs already graded in `done` (a resumed run) are reused, not run again; `on_item` sees each newly
+    graded item as soon as it exists (the journal makes it durable there).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -145,12 +150,24 @@ async def evaluate(
         raise ValueError(f"director names must be unique in one report; repeated: {', '.join(duplicated)}")
     config = config or EvalConfig(directors=names, concurrency=concurrency)
     pairs = [(director, problem) for problem in problems for director in directors]
-    items: list[ItemResult | None] = [None] * len(pairs)
+    reused = {item_key(item): item for item in done}
+    items: list[ItemResult | None] = [
+        reused.get((director.name, problem.source, problem.id)) for director, problem in pairs
+    ]
+    resumed = sum(item is not None for item in items)
     limiter = anyio.CapacityLimiter(concurrency)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     started = time.monotonic()
-    failures = 0
-    bar = tqdm(total=len(pairs), desc="eval", unit="episode", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    failures = sum(item.failed for item in items if item is not None)
+    bar = tqdm(
+        total=len(pairs),
+        initial=resumed,
+        desc="eval",
+        unit="episode",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
 
     async def run_pair(index: int, director: Director, problem: Problem) -> None:
         nonlocal failures
@@ -164,6 +181,8 @@ async def evaluate(
                 delete_workflow=delete_workflows,
             )
         items[index] = item
+        if on_item is not None:
+            on_item(item)
         failures += item.failed
         bar.update(1)
         bar.set_postfix_str(f"failures={failures}", refresh=False)
@@ -171,10 +190,11 @@ async def evaluate(
     try:
         async with anyio.create_task_group() as group:
             for index, (director, problem) in enumerate(pairs):
-                group.start_soon(run_pair, index, director, problem)
+                if items[index] is None:
+                    group.start_soon(run_pair, index, director, problem)
     finally:
         bar.close()
-    done = [item for item in items if item is not None]
+    finished = [item for item in items if item is not None]
     wall_s = time.monotonic() - started
-    log.info("eval_finished", episodes=len(done), failures=failures, wall_s=round(wall_s, 2))
-    return EvalReport(config=config, started_at=started_at, wall_s=wall_s, items=done)
+    log.info("eval_finished", episodes=len(finished), resumed=resumed, failures=failures, wall_s=round(wall_s, 2))
+    return EvalReport(config=config, started_at=started_at, wall_s=wall_s, items=finished, resumed_items=resumed)

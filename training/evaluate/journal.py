@@ -1,0 +1,112 @@
+"""Append-only journal of graded episodes, so a long evaluation survives a kill and can be resumed.
+
+The first line records what the results depend on (executor, canvas server, policy, seed); every further
+line is one `ItemResult`, written and flushed the moment its episode is graded. A kill can at worst leave a
+truncated last line, which resuming drops (that episode simply runs again). Resuming under a different
+executor or policy is refused: mixing two models' results in one table would be a silent lie.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from training.evaluate.results import EvalConfig, ItemResult
+
+JOURNAL_NAME = "items.jsonl"
+JOURNAL_FORMAT = 1
+# The config fields an item's result depends on; the others (concurrency, limit, data paths) only choose
+# which items run, so they may change between a run and its resumption.
+IDENTITY_FIELDS = ("executor", "mcp_url", "policy_url", "policy_model", "seed", "replay")
+
+ItemKey = tuple[str, str, str]  # (director, source, problem_id)
+
+
+class JournalError(ValueError):
+    """A journal that cannot be created or resumed; the message says which file and what to do."""
+
+
+def item_key(item: ItemResult) -> ItemKey:
+    return (item.director, item.source, item.problem_id)
+
+
+def _header(config: EvalConfig) -> dict[str, Any]:
+    return {"journal": JOURNAL_FORMAT, "config": config.model_dump(mode="json")}
+
+
+def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
+    current = config.model_dump(mode="json")
+    return [
+        f"{name}: journal {recorded.get(name)!r}, this run {current[name]!r}"
+        for name in IDENTITY_FIELDS
+        if recorded.get(name) != current[name]
+    ]
+
+
+def _read(path: Path, config: EvalConfig) -> list[ItemResult]:
+    """The journal's items (last one wins per key), after checking the header matches `config`."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines:
+        raise JournalError(f"{path} is empty; delete it or choose another --out")
+    try:
+        header = json.loads(lines[0])
+    except json.JSONDecodeError as error:
+        raise JournalError(f"{path}:1: not a journal header ({error.msg}); choose another --out") from None
+    if not isinstance(header, dict) or header.get("journal") != JOURNAL_FORMAT:
+        raise JournalError(f"{path}:1: not a format-{JOURNAL_FORMAT} evaluation journal; choose another --out")
+    mismatches = _identity_mismatches(header.get("config") or {}, config)
+    if mismatches:
+        raise JournalError(
+            f"{path} was written by a run with other settings ({'; '.join(mismatches)}); "
+            "resume with the same settings or choose another --out"
+        )
+    items: dict[ItemKey, ItemResult] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            item = ItemResult.model_validate_json(line)
+        except ValidationError as error:
+            if number == len(lines):  # a kill mid-write: that episode just runs again
+                break
+            raise JournalError(f"{path}:{number}: not an item record ({error.errors()[0]['msg']})") from None
+        items[item_key(item)] = item
+    return list(items.values())
+
+
+class ItemJournal:
+    """The open journal of one evaluation folder; `append` makes an item durable before returning."""
+
+    def __init__(self, path: Path, handle: IO[str]) -> None:
+        self.path = path
+        self._handle = handle
+
+    @classmethod
+    def open(cls, folder: str | Path, config: EvalConfig, *, resume: bool) -> tuple[ItemJournal, list[ItemResult]]:
+        """Start a new journal in `folder`, or (`resume`) continue the one there; returns it and its items.
+
+        Resuming rewrites the file first (header of this run plus the intact items), so a truncated line
+        from a kill never ends up in the middle of the journal.
+        """
+        path = Path(folder) / JOURNAL_NAME
+        if resume and not path.exists():
+            raise JournalError(f"nothing to resume: {path} does not exist (drop --resume to start a new run)")
+        if not resume and path.exists():
+            raise JournalError(f"{path} already exists: pass --resume to continue that run, or choose another --out")
+        items = _read(path, config) if resume else []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_suffix(".jsonl.tmp")
+        lines = [json.dumps(_header(config)), *(item.model_dump_json() for item in items)]
+        staging.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(staging, path)
+        return cls(path, path.open("a", encoding="utf-8")), items
+
+    def append(self, item: ItemResult) -> None:
+        self._handle.write(item.model_dump_json() + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
