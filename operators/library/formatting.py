@@ -1,11 +1,21 @@
-"""Format: reduce the current solution to its short final answer span (role SOLUTION)."""
+"""Format: reduce the current solution to its short final answer span (role SOLUTION).
+
+Format only extracts; it must never change the answer. Two guards make that hold even for a weak executor
+(measured: Qwen2.5-Coder-0.5B turned bare answers such as "16" into "3.5" when asked to format them):
+a solution that already is a bare answer passes through without a call, and for math the extracted answer
+may only use numbers that the solution states.
+"""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
 from operators.library._dialogue import Failure, ask, ask_fields
 from operators.library.solving import code_reply_format
-from operators.parsing import ReplyField, ReplyParseError, ReplySchema, extract_code
+from operators.parsing import ReplyError, ReplyField, ReplyParseError, ReplySchema, extract_code
 from operators.prompting import compose_prompt, context_sections, current_solution, describe_reply_format
 from operators.specs import BUILTIN_SPECS
 
@@ -26,6 +36,33 @@ _FORMAT_JOB = (
     "problem again."
 )
 
+_BARE_ANSWER_MAX_CHARS = 40
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def is_bare_answer(text: str) -> bool:
+    """One short token such as `16`, `-11.5`, `\\frac{1}{2}` or `Paris`: nothing left to extract."""
+    stripped = text.strip()
+    return bool(stripped) and len(stripped) <= _BARE_ANSWER_MAX_CHARS and not any(c.isspace() for c in stripped)
+
+
+def _numbers(text: str) -> set[float]:
+    return {float(match) for match in _NUMBER.findall(text.replace(",", ""))}
+
+
+def _grounded_in(solution: str) -> Callable[[dict[str, Any]], None]:
+    """A reply check: every number in the extracted math answer must appear in the solution."""
+    stated = _numbers(solution)
+
+    def check(fields: dict[str, Any]) -> None:
+        invented = sorted(_numbers(fields["answer"]) - stated)
+        if invented:
+            shown = ", ".join(f"{number:g}" for number in invented)
+            raise ReplyError(f"the answer uses {shown}, which the current solution never states; copy its final answer")
+
+    return check
+
+
 _FORMAT_CODE_JOB = (
     "Return the final program from the current solution to the task below, cleaned up as the instruction "
     "asks. Do not change what the program computes."
@@ -42,16 +79,22 @@ class Format(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> FormatOutput:
         solution = current_solution(inputs)
         if not solution:
-            return FormatOutput(ok=False, error="Format: there is no solution to format; put a solver before it")
+            return FormatOutput(
+                ok=False,
+                error="Format: there is no solution to format; put a solver before it, or see why the one before it produced none",
+            )
         if inputs.task_type == "code":
             return await self._format_code(inputs, runtime, solution)
+        if is_bare_answer(solution):
+            return FormatOutput(text=solution.strip())
         prompt = compose_prompt(
             job=_FORMAT_JOB,
             sections=context_sections(inputs, solution=True),
             instruction=inputs.instruction,
             reply_format=describe_reply_format(_FORMAT_SCHEMA),
         )
-        reply = await ask_fields(runtime, self.spec, prompt, _FORMAT_SCHEMA)
+        check = _grounded_in(solution) if inputs.task_type == "math" else None
+        reply = await ask_fields(runtime, self.spec, prompt, _FORMAT_SCHEMA, check=check)
         if isinstance(reply, Failure):
             return reply.as_output(FormatOutput)
         return FormatOutput(text=reply["answer"])

@@ -39,7 +39,10 @@ class Revise(Operator):
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> ReviseOutput:
         if not current_solution(inputs):
-            return ReviseOutput(ok=False, error="Revise: there is no solution to revise; put a solver before it")
+            return ReviseOutput(
+                ok=False,
+                error="Revise: there is no solution to revise; put a solver before it, or see why the one before it produced none",
+            )
         job = _JOB_WITH_FEEDBACK if inputs.feedback else _JOB_WITHOUT_FEEDBACK
         sections = context_sections(inputs, solution=True, feedback=True, guidance=True)
         if inputs.task_type == "code":

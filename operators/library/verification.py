@@ -142,7 +142,7 @@ class ReviewOutput(OperatorOutput):
 _REVIEW_SCHEMA = ReplySchema(
     fields=(
         ReplyField("feedback", hint="the concrete problems found and how to fix them, or why it is right"),
-        ReplyField("verdict", kind="bool", hint="pass if the solution is correct and complete, otherwise fail"),
+        ReplyField("verdict", kind="bool", hint="one word: pass if the solution is correct and complete, fail if not"),
     )
 )
 _REVIEW_JOB = (
@@ -158,7 +158,10 @@ class Review(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> ReviewOutput:
         solution = current_solution(inputs)
         if not solution:
-            return ReviewOutput(ok=False, error="Review: there is no solution to review; put a solver before it")
+            return ReviewOutput(
+                ok=False,
+                error="Review: there is no solution to review; put a solver before it, or see why the one before it produced none",
+            )
         prompt = compose_prompt(
             job=_REVIEW_JOB,
             sections=context_sections(inputs, solution=True),
@@ -186,7 +189,7 @@ _VERIFY_SCHEMA = ReplySchema(
     fields=(
         ReplyField("working", required=False, hint="your own solution, worked out before comparing"),
         ReplyField("independent_answer", hint="the final answer you obtained yourself"),
-        ReplyField("verdict", kind="bool", hint="correct if the current answer is right, otherwise incorrect"),
+        ReplyField("verdict", kind="bool", hint="one word: correct if the current answer is right, incorrect if not"),
         ReplyField("confidence", kind="confidence", hint="high, medium or low"),
         ReplyField("feedback", required=False, hint="the error in the current answer, if any"),
     )
@@ -208,7 +211,10 @@ class Verify(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> VerifyOutput:
         answer = current_solution(inputs)
         if not answer:
-            return VerifyOutput(ok=False, error="Verify: there is no answer to verify; put a solver before it")
+            return VerifyOutput(
+                ok=False,
+                error="Verify: there is no answer to verify; put a solver before it, or see why the one before it produced none",
+            )
         policy = choice_option(runtime, "verify_adopt", "never", _ADOPT_POLICIES)
         threshold = float_option(runtime, "verify_adopt_threshold", 0.8, low=0.0, high=1.0)
         if isinstance(policy, Failure):

@@ -79,7 +79,7 @@ async def test_no_verdict_takes_the_pass_branch_and_says_so() -> None:
     assert report.trace[2].skipped
 
 
-async def test_a_crashed_check_counts_as_a_failed_check() -> None:
+async def test_a_crashed_check_reports_no_failure_so_nothing_is_revised_blind() -> None:
     report = await make_harness().engine.run(
         graph(
             op("node_1", "FakeSolver", "S1"),
@@ -87,10 +87,22 @@ async def test_a_crashed_check_counts_as_a_failed_check() -> None:
         ),
         TASK,
     )
-    assert report.status == "ok"  # the branch that ran (on_fail) succeeded
-    assert report.output == "S1|rev[None]"
-    assert "treated as a failed check" in (report.trace[1].note or "")
+    assert report.status == "ok"  # the pass branch (done) ran; the crash is on the check's row
+    assert report.output == "S1"
+    assert "reported no failed check; the on_pass branch runs" in (report.trace[1].note or "")
     assert report.trace[1].error == "operator raised ValueError: checker bug"
+    assert report.trace[2].operator == "FakeReviser" and report.trace[2].skipped
+
+
+async def test_a_crashed_check_takes_an_explicit_pass_branch() -> None:
+    report = await make_harness().engine.run(
+        graph(
+            op("node_1", "FakeSolver", "S1"),
+            conditional("node_2", ("CrashingCheckerDouble", None), ("FakeReviser", None), ("FakeSolver", "S2")),
+        ),
+        TASK,
+    )
+    assert report.output == "S1|S2"  # the on_pass solver ran on the unchanged solution
 
 
 async def test_a_failed_taken_branch_fails_the_last_stage() -> None:

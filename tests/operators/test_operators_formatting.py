@@ -44,3 +44,24 @@ async def test_format_code_task_with_instruction_asks_the_executor() -> None:
     output = await Format().run(inputs, OperatorRuntime(llm=backend))
     assert output.ok and "Double x." in output.text
     assert "Add a docstring." in backend.prompts[0]
+
+
+async def test_a_bare_answer_passes_through_without_a_call() -> None:
+    backend = ScriptedBackend(["<answer>3.5</answer>"], name="would-change-it")
+    for solution in ("16", " -11.5\n", "\\frac{1}{2}", "Paris"):
+        inputs = OperatorInput(problem="Amber ran 8 miles...", task_type="math", solution=solution)
+        output = await Format().run(inputs, OperatorRuntime(llm=backend))
+        assert output.ok and output.text == solution.strip()
+    assert backend.requests == []
+
+
+async def test_a_math_answer_the_solution_never_states_is_asked_again() -> None:
+    backend = ScriptedBackend(["<answer>1500</answer>", "<answer>1,400</answer>"])
+    solution = "Micah ran 3.5 times 400 metres, that is 1400 metres. So the total is 1400."
+    inputs = OperatorInput(problem="How far?", task_type="math", solution=solution)
+    output = await Format().run(inputs, OperatorRuntime(llm=backend))
+    assert output.ok and output.text == "1,400" and len(backend.requests) == 2
+    backend = ScriptedBackend(["<answer>56</answer>"] * 3)
+    inputs = OperatorInput(problem="How many?", task_type="math", solution="Each box holds 4, so 7 * 2 = 14 boxes.")
+    output = await Format().run(inputs, OperatorRuntime(llm=backend))
+    assert not output.ok and "uses 56, which the current solution never states" in (output.error or "")
