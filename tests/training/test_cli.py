@@ -182,6 +182,7 @@ def test_eval_end_to_end_then_replay(workspace: Path, capsys: pytest.CaptureFixt
     printed = capsys.readouterr().out
     assert "### gsm8k (math)" in printed and "### nq (qa)" in printed
     assert "| direct |" in printed and "| template |" in printed
+    assert "template vs direct, paired on the same 2 problems:" in printed
     assert printed == (first / "report.md").read_text(encoding="utf-8")
     document = json.loads((first / "report.json").read_text(encoding="utf-8"))
     assert document["config"]["seed"] == 11 and document["config"]["directors"] == ["direct", "template"]

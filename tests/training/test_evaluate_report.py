@@ -106,7 +106,7 @@ def test_markdown_report_has_a_table_per_dataset(report: EvalReport) -> None:
 def test_write_report_round_trips_json(report: EvalReport, tmp_path: Path) -> None:
     json_path, markdown_path = write_report(report, tmp_path / "out")
     document = json.loads(json_path.read_text(encoding="utf-8"))
-    assert set(document) == {"config", "started_at", "wall_s", "aggregates", "items", "resumed_items"}
+    assert set(document) == {"config", "started_at", "wall_s", "aggregates", "items", "paired", "resumed_items"}
     assert len(document["items"]) == len(report.items)
     assert document["items"][3]["answer"] is None
     assert document["aggregates"][1]["director"] == "direct" and document["aggregates"][1]["failures"] == 1

@@ -4,7 +4,7 @@
     write_report(report, "out/")        # report.json + report.md (one table per dataset)
 
 Modules: `runner` (concurrent graded episodes), `results` (item and report models), `report` (aggregates,
-JSON, Markdown), `stats` (Wilson and Student-t intervals), `recording` / `policy_recording` (record and
+JSON, Markdown), `stats` (Wilson and Student-t intervals), `paired` (exact McNemar on shared problems), `journal` (resumable item log), `recording` / `policy_recording` (record and
 replay), `directors` (directors by name), `tasks` (Problem -> TaskSpec without hidden material).
 """
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from training.evaluate.paired import PairedComparison, paired_comparisons
 from training.evaluate.results import EvalReport, ItemResult
 from training.evaluate.stats import METHOD_DESCRIPTIONS, Interval, IntervalMethod, score_interval
 
@@ -99,6 +100,7 @@ def report_json(report: EvalReport) -> dict[str, Any]:
         "wall_s": report.wall_s,
         "resumed_items": report.resumed_items,
         "aggregates": [cell.model_dump(mode="json") for cell in aggregate(report)],
+        "paired": [pair.model_dump(mode="json") for pair in paired_comparisons(report.items, report.config.directors)],
         "items": [item.model_dump(mode="json") for item in report.items],
     }
 
@@ -111,6 +113,15 @@ def _ci_text(interval: Interval) -> str:
     if interval.low is None or interval.high is None:
         return "n/a"
     return f"[{_percent(interval.low)}, {_percent(interval.high)}]"
+
+
+def paired_text(pairs: Sequence[PairedComparison]) -> str:
+    """One line per comparison: how many shared problems went each way, and how surprising that split is."""
+    return "\n".join(
+        f"{pair.director} vs {pair.baseline}, paired on the same {pair.n} problems: {pair.better} solved only by "
+        f"{pair.director}, {pair.worse} only by {pair.baseline}; exact McNemar p = {pair.p_value:.3f}."
+        for pair in pairs
+    )
 
 
 def dataset_table(cells: Sequence[CellSummary]) -> str:
@@ -169,7 +180,14 @@ def markdown_report(report: EvalReport) -> str:
         heading.append(f"Replayed offline from {config.replay}.")
     if not cells:
         return "\n".join([*heading, "", "No episodes were run."]) + "\n"
-    return "\n\n".join(["\n".join(heading), *(dataset_table(group) for group in by_source.values())]) + "\n"
+    pairs: dict[str, list[PairedComparison]] = {}
+    for pair in paired_comparisons(report.items, config.directors):
+        pairs.setdefault(pair.source, []).append(pair)
+    sections = [
+        dataset_table(group) + (f"\n\n{paired_text(pairs[source])}" if source in pairs else "")
+        for source, group in by_source.items()
+    ]
+    return "\n\n".join(["\n".join(heading), *sections]) + "\n"
 
 
 def write_report(report: EvalReport, folder: str | Path) -> tuple[Path, Path]:

@@ -1,0 +1,75 @@
+"""Paired comparison of two directors on the same problems, with the exact McNemar test.
+
+Two directors' confidence intervals overlap on small slices even when one is clearly better, because both
+run on the same problems and most problems are solved by both or by neither. Only the discordant problems
+(one director right, the other wrong) carry the difference; McNemar's exact test asks whether their split
+could be a fair coin. The first director of the run is the baseline the others are compared with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from training.evaluate.results import ItemResult
+
+
+class PairedComparison(BaseModel):
+    """`director` against `baseline` on the `n` problems of `source` that both ran."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    director: str
+    baseline: str
+    n: int
+    better: int  # director strictly correct, baseline not
+    worse: int  # baseline strictly correct, director not
+    p_value: float  # exact two-sided McNemar (binomial on the discordant problems)
+
+
+def mcnemar_exact(better: int, worse: int) -> float:
+    """Two-sided exact p-value of `better` vs `worse` discordant pairs under a fair split (1.0 when none)."""
+    if better < 0 or worse < 0:
+        raise ValueError(f"counts must be non-negative, got {better} and {worse}")
+    discordant = better + worse
+    if discordant == 0:
+        return 1.0
+    tail = sum(math.comb(discordant, k) for k in range(min(better, worse) + 1)) / 2**discordant
+    return min(1.0, 2 * tail)
+
+
+def paired_comparisons(items: Sequence[ItemResult], directors: Sequence[str]) -> list[PairedComparison]:
+    """Every director after the first against the first, per source, on the problems both ran."""
+    correct: dict[tuple[str, str, str], bool] = {
+        (item.source, item.director, item.problem_id): item.correct for item in items
+    }
+    sources = list(dict.fromkeys(item.source for item in items))
+    comparisons = []
+    for source in sources:
+        present = [name for name in directors if any(key[:2] == (source, name) for key in correct)]
+        if len(present) < 2:
+            continue
+        baseline, *others = present
+        for director in others:
+            shared = [
+                (correct[(source, director, pid)], correct[(source, baseline, pid)])
+                for (src, name, pid) in correct
+                if src == source and name == director and (source, baseline, pid) in correct
+            ]
+            better = sum(mine and not theirs for mine, theirs in shared)
+            worse = sum(theirs and not mine for mine, theirs in shared)
+            comparisons.append(
+                PairedComparison(
+                    source=source,
+                    director=director,
+                    baseline=baseline,
+                    n=len(shared),
+                    better=better,
+                    worse=worse,
+                    p_value=mcnemar_exact(better, worse),
+                )
+            )
+    return comparisons
