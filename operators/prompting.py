@@ -51,6 +51,14 @@ def _clip(text: str, limit: int = MAX_SECTION_CHARS) -> str:
     return f"{text[:half]}\n[... {len(text) - limit} characters omitted ...]\n{text[-half:]}"
 
 
+def missing_solution_error(operator: str, action: str, thing: str = "solution") -> str:
+    """The error of an operator that found nothing to work on; the solver before it may exist but have failed."""
+    return (
+        f"{operator}: there is no {thing} to {action}; put a solver before it, "
+        "or see why the one before it produced none"
+    )
+
+
 def current_solution(inputs: OperatorInput) -> str | None:
     """The solution a checker or reviser should look at: the program for code tasks, else the answer."""
     if inputs.task_type == "code" and inputs.code:

@@ -10,8 +10,8 @@ Decisions (10-canvas.md §1 and §4; the engine documents its choices where the 
 - Conditional `C ? F : P`: F runs only when C reports a failed check (verdict False). A check that gave
   no verdict, because it had none (None) or because C itself failed, takes the pass branch and its trace
   row says so: the spec runs F "if C reports a failed check", and F would otherwise revise blind, without
-  feedback (measured with Qwen2.5-Coder-0.5B on GSM8K: such blind revisions turned correct answers wrong). F and P see the state after C (so Revise receives
-  C's feedback). The untaken branch gets a trace row with skipped=True.
+  feedback (measured with Qwen2.5-Coder-0.5B on GSM8K: such blind revisions turned correct answers wrong).
+  F and P see the state after C (so Revise receives C's feedback). The untaken branch gets a trace row with skipped=True.
 - Loop: the body runs up to `count` times; when the body holds a checker, the loop stops after the first
   iteration whose last checker ran successfully with verdict True. Trace rows carry the 1-based iteration.
 """

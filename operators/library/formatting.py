@@ -16,7 +16,13 @@ from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRunt
 from operators.library._dialogue import Failure, ask, ask_fields
 from operators.library.solving import code_reply_format
 from operators.parsing import ReplyError, ReplyField, ReplyParseError, ReplySchema, extract_code
-from operators.prompting import compose_prompt, context_sections, current_solution, describe_reply_format
+from operators.prompting import (
+    compose_prompt,
+    context_sections,
+    current_solution,
+    describe_reply_format,
+    missing_solution_error,
+)
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["Format", "FormatOutput"]
@@ -40,7 +46,7 @@ _BARE_ANSWER_MAX_CHARS = 40
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
-def is_bare_answer(text: str) -> bool:
+def _is_bare_answer(text: str) -> bool:
     """One short token such as `16`, `-11.5`, `\\frac{1}{2}` or `Paris`: nothing left to extract."""
     stripped = text.strip()
     return bool(stripped) and len(stripped) <= _BARE_ANSWER_MAX_CHARS and not any(c.isspace() for c in stripped)
@@ -81,11 +87,11 @@ class Format(Operator):
         if not solution:
             return FormatOutput(
                 ok=False,
-                error="Format: there is no solution to format; put a solver before it, or see why the one before it produced none",
+                error=missing_solution_error("Format", "format"),
             )
         if inputs.task_type == "code":
             return await self._format_code(inputs, runtime, solution)
-        if is_bare_answer(solution):
+        if _is_bare_answer(solution):
             return FormatOutput(text=solution.strip())
         prompt = compose_prompt(
             job=_FORMAT_JOB,

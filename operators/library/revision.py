@@ -6,7 +6,13 @@ from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRunt
 from operators.library._dialogue import Failure, ask, ask_fields
 from operators.library.solving import code_reply_format
 from operators.parsing import ReplyField, ReplySchema, extract_code
-from operators.prompting import compose_prompt, context_sections, current_solution, describe_reply_format
+from operators.prompting import (
+    compose_prompt,
+    context_sections,
+    current_solution,
+    describe_reply_format,
+    missing_solution_error,
+)
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["Revise", "ReviseOutput"]
@@ -41,7 +47,7 @@ class Revise(Operator):
         if not current_solution(inputs):
             return ReviseOutput(
                 ok=False,
-                error="Revise: there is no solution to revise; put a solver before it, or see why the one before it produced none",
+                error=missing_solution_error("Revise", "revise"),
             )
         job = _JOB_WITH_FEEDBACK if inputs.feedback else _JOB_WITHOUT_FEEDBACK
         sections = context_sections(inputs, solution=True, feedback=True, guidance=True)

@@ -16,7 +16,14 @@ from operators.library._execution import ExecSummary, execute
 from operators.library._options import choice_option, float_option, int_option
 from operators.library.solving import code_reply_format
 from operators.parsing import ReplyError, ReplyField, ReplySchema, extract_code
-from operators.prompting import Section, compose_prompt, context_sections, current_solution, describe_reply_format
+from operators.prompting import (
+    Section,
+    compose_prompt,
+    context_sections,
+    current_solution,
+    describe_reply_format,
+    missing_solution_error,
+)
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["Review", "ReviewOutput", "Test", "TestOutput", "Verify", "VerifyOutput"]
@@ -160,7 +167,7 @@ class Review(Operator):
         if not solution:
             return ReviewOutput(
                 ok=False,
-                error="Review: there is no solution to review; put a solver before it, or see why the one before it produced none",
+                error=missing_solution_error("Review", "review"),
             )
         prompt = compose_prompt(
             job=_REVIEW_JOB,
@@ -213,7 +220,7 @@ class Verify(Operator):
         if not answer:
             return VerifyOutput(
                 ok=False,
-                error="Verify: there is no answer to verify; put a solver before it, or see why the one before it produced none",
+                error=missing_solution_error("Verify", "verify", thing="answer"),
             )
         policy = choice_option(runtime, "verify_adopt", "never", _ADOPT_POLICIES)
         threshold = float_option(runtime, "verify_adopt_threshold", 0.8, low=0.0, high=1.0)

@@ -65,3 +65,12 @@ async def test_a_math_answer_the_solution_never_states_is_asked_again() -> None:
     inputs = OperatorInput(problem="How many?", task_type="math", solution="Each box holds 4, so 7 * 2 = 14 boxes.")
     output = await Format().run(inputs, OperatorRuntime(llm=backend))
     assert not output.ok and "uses 56, which the current solution never states" in (output.error or "")
+
+
+async def test_nothing_to_format_names_both_causes_without_a_call() -> None:
+    backend = ScriptedBackend(name="unused")
+    output = await Format().run(OperatorInput(problem="2+2?", task_type="math"), OperatorRuntime(llm=backend))
+    assert not output.ok and backend.requests == []
+    assert output.error == (
+        "Format: there is no solution to format; put a solver before it, or see why the one before it produced none"
+    )

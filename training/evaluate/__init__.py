@@ -4,8 +4,9 @@
     write_report(report, "out/")        # report.json + report.md (one table per dataset)
 
 Modules: `runner` (concurrent graded episodes), `results` (item and report models), `report` (aggregates,
-JSON, Markdown), `stats` (Wilson and Student-t intervals), `paired` (exact McNemar on shared problems), `journal` (resumable item log), `recording` / `policy_recording` (record and
-replay), `directors` (directors by name), `tasks` (Problem -> TaskSpec without hidden material).
+JSON, Markdown), `stats` (Wilson and Student-t intervals), `paired` (exact McNemar on shared problems),
+`journal` (the resumable item log), `recording` / `policy_recording` (record and replay), `directors`
+(directors by name), `tasks` (Problem -> TaskSpec without hidden material).
 """
 
 from training.evaluate.report import aggregate, markdown_report, report_json, write_report

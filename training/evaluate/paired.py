@@ -43,24 +43,21 @@ def mcnemar_exact(better: int, worse: int) -> float:
 
 def paired_comparisons(items: Sequence[ItemResult], directors: Sequence[str]) -> list[PairedComparison]:
     """Every director after the first against the first, per source, on the problems both ran."""
-    correct: dict[tuple[str, str, str], bool] = {
-        (item.source, item.director, item.problem_id): item.correct for item in items
-    }
-    sources = list(dict.fromkeys(item.source for item in items))
+    correct: dict[tuple[str, str], dict[str, bool]] = {}  # (source, director) -> problem id -> strictly correct
+    for item in items:
+        correct.setdefault((item.source, item.director), {})[item.problem_id] = item.correct
     comparisons = []
-    for source in sources:
-        present = [name for name in directors if any(key[:2] == (source, name) for key in correct)]
+    for source in dict.fromkeys(item.source for item in items):
+        present = [name for name in directors if (source, name) in correct]
         if len(present) < 2:
             continue
         baseline, *others = present
+        theirs = correct[(source, baseline)]
         for director in others:
-            shared = [
-                (correct[(source, director, pid)], correct[(source, baseline, pid)])
-                for (src, name, pid) in correct
-                if src == source and name == director and (source, baseline, pid) in correct
-            ]
-            better = sum(mine and not theirs for mine, theirs in shared)
-            worse = sum(theirs and not mine for mine, theirs in shared)
+            mine = correct[(source, director)]
+            shared = mine.keys() & theirs.keys()
+            better = sum(mine[pid] and not theirs[pid] for pid in shared)
+            worse = sum(theirs[pid] and not mine[pid] for pid in shared)
             comparisons.append(
                 PairedComparison(
                     source=source,
