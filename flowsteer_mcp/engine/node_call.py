@@ -24,6 +24,7 @@ from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import ChatBackend
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec, Role
 from operators.registry import OperatorRegistry, UnknownOperatorError
+from operators.sandbox import SandboxRefusedError
 
 log = structlog.get_logger(__name__)
 
@@ -158,6 +159,9 @@ class NodeCaller:
         try:
             with anyio.move_on_after(math.inf if limit is None else limit) as scope:
                 output = await operator_cls().run(inputs, runtime)
+        except SandboxRefusedError as exc:  # the host's problem, not the operator's: the node reports the fix
+            log.warning("sandbox_refused", node_id=node.id, operator=node.operator)
+            return OperatorOutput(ok=False, error=str(exc))
         except Exception as exc:  # an operator bug: report it on the node, never crash the run
             log.error("operator_crashed", node_id=node.id, operator=node.operator, exc_info=True)
             return OperatorOutput(ok=False, error=f"operator raised {type(exc).__name__}: {exc}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from operators.sandbox import ExecResult, run_code
+from operators.sandbox import ExecResult, SandboxRefusedError, run_code
 
 __all__ = ["ExecSummary", "execute"]
 
@@ -66,6 +66,12 @@ async def execute(
     tests: str | None = None,
     entry_point: str | None = None,
 ) -> ExecSummary:
-    """Run `code` (optionally against `tests`) in the sandbox."""
+    """Run `code` (optionally against `tests`) in the sandbox.
+
+    Raises `SandboxRefusedError` when the sandbox refuses to run anything here: that is the host's problem,
+    not the code's, so it must fail the node with the fix rather than be quoted to the model as a failed run.
+    """
     result = await run_code(code, tests=tests, entry_point=entry_point, timeout_s=timeout_s)
+    if result.status == "refused":
+        raise SandboxRefusedError(result.reason)
     return ExecSummary.from_result(result)

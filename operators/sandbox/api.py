@@ -6,10 +6,12 @@ import anyio
 import structlog
 
 from operators.sandbox.concurrency import get_concurrency_limiter
-from operators.sandbox.isolation import IsolationPlan, select_isolation
+from operators.sandbox.isolation import IsolationPlan, refused_report
 from operators.sandbox.models import CaseResult, ExecResult, ExecStatus, SandboxLimits, StdinCase
 from operators.sandbox.output_match import outputs_match
+from operators.sandbox.policy import SandboxRefusedError
 from operators.sandbox.runner import RawRun, run_sandboxed
+from operators.sandbox.selection import select_isolation
 from operators.sandbox.verdict import new_nonce
 
 log = structlog.get_logger(__name__)
@@ -155,17 +157,23 @@ async def run_code(
     - neither: a plain run; ``passed`` is None and ``status`` tells how it ended.
 
     ``timeout_s`` overrides ``limits.wall_timeout_s`` (per run; for stdin cases, per case).
-    Raises ``ValueError`` when both ``tests`` and ``stdin_cases`` are given.
+    When no isolation here keeps the host safe and no weaker mode was opted into, nothing runs: the
+    result has status ``refused``, ``passed`` None and the fix in ``reason`` (see ``operators.sandbox``).
+    Raises ``ValueError`` when both ``tests`` and ``stdin_cases`` are given, or a sandbox environment
+    variable is malformed.
     """
     if tests is not None and stdin_cases is not None:
         raise ValueError("give either tests or stdin_cases, not both")
+    if stdin_cases is not None and not stdin_cases:
+        raise ValueError("stdin_cases is empty: give at least one case or None")
     limits = limits or SandboxLimits()
     if timeout_s is not None:
         limits = limits.model_copy(update={"wall_timeout_s": timeout_s})
-    plan = await select_isolation()
+    try:
+        plan = await select_isolation()
+    except SandboxRefusedError as exc:
+        return ExecResult(status="refused", passed=None, isolation=refused_report(), reason=str(exc))
     if stdin_cases is not None:
-        if not stdin_cases:
-            raise ValueError("stdin_cases is empty: give at least one case or None")
         return _cases_result(plan, await _run_cases(plan, code, stdin_cases, limits))
     with_tests = tests is not None or entry_point is not None
     try:

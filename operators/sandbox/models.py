@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ExecStatus = Literal["ok", "failed", "error", "timeout", "killed", "output_limit", "sandbox_error"]
+ExecStatus = Literal["ok", "failed", "error", "timeout", "killed", "output_limit", "sandbox_error", "refused"]
 """How an execution ended.
 
 - ``ok``: the program ran to completion (and its tests or stdin cases, if any, passed).
@@ -18,9 +18,15 @@ ExecStatus = Literal["ok", "failed", "error", "timeout", "killed", "output_limit
 - ``killed``: a resource limit (CPU time, memory) or a signal ended the process.
 - ``output_limit``: stdout or stderr went past ``max_output_bytes``; the sandbox was killed.
 - ``sandbox_error``: the sandbox itself could not run the code (a fault on our side, not the code's).
+- ``refused``: nothing ran: no isolation here keeps the host safe and no weaker mode was opted into;
+  ``reason`` names the fix (see ``operators.sandbox``). Callers must not grade this as a wrong answer.
 """
 
-IsolationMode = Literal["bwrap", "unshare", "rlimits-only"]
+RunnableMode = Literal["bwrap", "unshare", "rlimits-only"]
+"""The isolation modes that can wrap a run, strongest first."""
+
+IsolationMode = Literal[RunnableMode, "none"]
+"""What a result reports: a runnable mode, or ``none`` when the sandbox refused and nothing ran."""
 
 MiB = 1024 * 1024
 

@@ -16,6 +16,7 @@ from flowsteer_mcp.director.episode import EpisodeResult
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.server.app import FlowSteerServer
 from flowsteer_mcp.store.memory import MemoryStore
+from operators.sandbox import SandboxRefusedError
 from training.data import Problem, load_problems
 from training.evaluate import aggregate, evaluate, task_for
 from training.evaluate.results import ItemResult
@@ -194,6 +195,24 @@ async def test_a_scorer_crash_is_an_error_value(app: FlowSteerServer) -> None:
     )
     assert all(item.error == "scoring failed: OSError: sandbox unavailable" for item in report.items)
     assert all(item.score == 0.0 and item.answer for item in report.items)
+
+
+async def test_a_sandbox_refusal_stops_the_evaluation_instead_of_scoring_zero(app: FlowSteerServer) -> None:
+    async def refusing_scorer(problem: Problem, answer: str | None) -> ScoreResult:
+        raise SandboxRefusedError("no isolation here: apt-get install bubblewrap")
+
+    director = CannedAnswerDirector("d", right_answer)
+    with pytest.raises(BaseException) as raised:
+        await evaluate(
+            toy_problems(2),
+            [director],
+            make_client=client_factory(app),
+            concurrency=1,
+            progress=False,
+            score_fn=refusing_scorer,
+        )
+    leaves = raised.value.exceptions if isinstance(raised.value, BaseExceptionGroup) else [raised.value]
+    assert any(isinstance(leaf, SandboxRefusedError) for leaf in leaves)
 
 
 async def test_invalid_arguments_are_rejected(app: FlowSteerServer) -> None:

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 import anyio
 import structlog
 from mcp import Client
-from tqdm import tqdm
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
+from operators.sandbox import SandboxRefusedError
 from training.data import Problem
 from training.evaluate.journal import item_key
 from training.evaluate.results import EvalConfig, EvalReport, ItemResult
@@ -106,6 +106,8 @@ async def run_episode(
     item = _item_from_episode(base, episode, wall_s)
     try:
         graded = await score_fn(problem, episode.answer)
+    except SandboxRefusedError:
+        raise  # the host cannot run code safely: abort the evaluation rather than report zeros
     except Exception as error:
         log.warning("scoring_failed", director=director.name, problem=problem.id, error=repr(error))
         return item.model_copy(
@@ -159,6 +161,8 @@ async def evaluate(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     started = time.monotonic()
     failures = sum(item.failed for item in items if item is not None)
+    from tqdm import tqdm  # the [train] extra's; imported here so `flowsteer --help` runs on the base install
+
     bar = tqdm(
         total=len(pairs),
         initial=resumed,

@@ -27,6 +27,7 @@ from mcp import Client
 from pydantic import BaseModel
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
+from operators.sandbox import SandboxRefusedError
 from training.advantages import AdvantageStats, group_advantages
 from training.data import Problem
 from training.evaluate.runner import MakeClient, ScoreFn, describe_error
@@ -207,6 +208,8 @@ class _Trajectory:
         try:
             graded = await score_fn(self.problem, episode.answer)
             correctness, method = graded.score, graded.method
+        except SandboxRefusedError:
+            raise  # the host cannot run code safely: stop the run, never train on a zero it did not earn
         except Exception as caught:  # a scorer bug must not sink the batch; C = 0 and the method says why
             log.warning("scoring_failed", episode=self.episode_id, error=describe_error(caught))
             correctness, method = 0.0, "scoring_error"

@@ -329,8 +329,10 @@ async def score_code(problem: Problem, answer: str, *, timeout_s: float | None =
     timeout_s: wall limit per sandbox run (a HumanEval/MBPP test run, or one stdin case); None uses the
     sandbox default. An APPS call-based run executes all its cases at once and gets
     max(timeout_s, min(60 s, 2 s x cases)).
+
+    Raises `SandboxRefusedError` when the sandbox refuses to run code on this host (see `operators.sandbox`).
     """
-    from operators.sandbox import StdinCase, run_code
+    from operators.sandbox import SandboxRefusedError, StdinCase, run_code
 
     meta = problem.code
     extraction = extract_code(answer, meta.entry_point, meta.prompt if meta.test_type is None else None)
@@ -369,6 +371,8 @@ async def score_code(problem: Problem, answer: str, *, timeout_s: float | None =
         log.error("sandbox_failed", problem=problem.id, error=repr(exc))
         details["reason"] = f"sandbox failure: {exc!r}"
         return ScoreResult(score=0.0, correct=False, method="sandbox_error", extracted=code, details=details)
+    if result.status == "refused":  # nothing ran: grading it 0 would corrupt the evaluation, so stop here
+        raise SandboxRefusedError(result.reason)
     passed = result.passed is True
     details.update(
         status=result.status,
