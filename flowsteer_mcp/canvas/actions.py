@@ -21,6 +21,8 @@ from flowsteer_mcp.canvas.blueprint import (
 )
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, OperatorNode, ParallelStage, WorkflowGraph
+from flowsteer_mcp.canvas.numbers import MAX_NUMBER
+from flowsteer_mcp.canvas.text import excerpt
 from flowsteer_mcp.canvas.validate import CanvasRules
 
 
@@ -83,7 +85,7 @@ def resolve_node_id(graph: WorkflowGraph, node_id: str) -> str:
                 if graph.locate(aliased) is not None:
                     return aliased
         existing = ", ".join(graph.node_ids()) or "none (the workflow is empty)"
-        raise CanvasError(ErrorCode.UNKNOWN_NODE, f"Node {node_id!r} not found. Existing node ids: {existing}.")
+        raise CanvasError(ErrorCode.UNKNOWN_NODE, f"Node {excerpt(node_id)} not found. Existing node ids: {existing}.")
     return candidate
 
 
@@ -118,6 +120,12 @@ def apply_edit(graph: WorkflowGraph, action: EditAction, rules: CanvasRules) -> 
 def _add(graph: WorkflowGraph, action: AddStage, rules: CanvasRules) -> EditOutcome:
     blueprint = rules.blueprint(action.stage, graph)
     index = rules.position(action.position, graph)
+    if graph.next_index >= MAX_NUMBER:
+        raise CanvasError(
+            ErrorCode.LIMIT_EXCEEDED,
+            f"This workflow has used all {MAX_NUMBER} node ids. Export it as DSL and import that into a new "
+            "workflow (a DSL import numbers the nodes from node_1 again).",
+        )
     new = graph.model_copy(deep=True)
     stage = build_stage(blueprint, new.next_index)
     new.stages.insert(index, stage)

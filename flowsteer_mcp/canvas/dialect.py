@@ -4,6 +4,9 @@ Compatible with the released FlowSteer-8b policy: tags are `<tag>v</tag>` or `[t
 first occurrence wins; complete `<think>` blocks and code fences are ignored. Operator names are validated here,
 at parse time, so a bad name is reported at once instead of after a prompt turn.
 
+Parsing is linear in the text (tags are found in one scan, see `tags.py`), numbers are digit-capped, and
+error messages quote the text only as a short excerpt.
+
 Conditional tags keep the dialect's historical names: `<condition>` is the checker, `<true>` is the branch run
 when the check FAILS (on_fail), `<false>` the branch run when it passes (an operator or `done`).
 """
@@ -21,10 +24,12 @@ from flowsteer_mcp.canvas.blueprint import (
     ParallelBlueprint,
 )
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
+from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
+from flowsteer_mcp.canvas.tags import Tags
+from flowsteer_mcp.canvas.text import excerpt
 from flowsteer_mcp.canvas.validate import CanvasRules
 
 DEFAULT_LOOP_COUNT = 3
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
@@ -54,19 +59,21 @@ class PromptTurn:
 ParsedTurn = ActionTurn | CancelTurn | PromptTurn
 
 
-def _tag(text: str, name: str) -> str | None:
-    """Value of the first `<name>..</name>` or `[name]..[/name]`, whichever comes first; None if absent."""
-    pattern = re.compile(rf"<{name}>(.*?)</{name}>|\[{name}\](.*?)\[/{name}\]", re.IGNORECASE | re.DOTALL)
-    match = pattern.search(text)
-    if match is None:
-        return None
-    value = match.group(1) if match.group(1) is not None else match.group(2)
-    return value.strip()
-
-
 def strip_thinking(text: str) -> str:
-    """Remove complete think blocks; an unclosed `<think>` makes the turn invalid (the action was never written)."""
-    stripped = _THINK_BLOCK.sub("", text)
+    """Remove complete think blocks; an unclosed `<think>` makes the turn invalid (the action was never written).
+
+    Each block ends at the first `</think>` after its opening tag; one forward scan, so linear in the text.
+    """
+    kept: list[str] = []
+    pos = 0
+    while (opening := _THINK_OPEN.search(text, pos)) is not None:
+        closing = _THINK_CLOSE.search(text, opening.end())
+        if closing is None:
+            break
+        kept.append(text[pos : opening.start()])
+        pos = closing.end()
+    kept.append(text[pos:])
+    stripped = "".join(kept)
     if _THINK_OPEN.search(stripped):
         raise CanvasError(
             ErrorCode.PARSE_ERROR,
@@ -75,8 +82,8 @@ def strip_thinking(text: str) -> str:
     return _THINK_CLOSE.sub("", stripped)
 
 
-def _required(text: str, name: str, why: str) -> str:
-    value = _tag(text, name)
+def _required(tags: Tags, name: str, why: str) -> str:
+    value = tags.get(name)
     if not value:
         raise CanvasError(ErrorCode.PARSE_ERROR, f"Missing <{name}> tag: {why}.")
     return value
@@ -88,40 +95,45 @@ def _operator_list(raw: str, rules: CanvasRules) -> list[str]:
 
 
 def _int(raw: str, name: str) -> int:
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise CanvasError(ErrorCode.PARSE_ERROR, f"<{name}> must be an integer, got {raw.strip()!r}.") from None
+    value = parse_bounded_int(raw)
+    if value is None:
+        raise CanvasError(
+            ErrorCode.PARSE_ERROR,
+            f"<{name}> must be an integer of at most {MAX_DIGITS} digits, got {excerpt(raw.strip())}.",
+        )
+    return value
 
 
-def _parse_add(text: str, rules: CanvasRules) -> AddStage:
-    position_raw = _tag(text, "position")
+def _parse_add(tags: Tags, rules: CanvasRules) -> AddStage:
+    position_raw = tags.get("position")
     position = _int(position_raw, "position") if position_raw else None
-    structure = _tag(text, "structure")
+    structure = tags.get("structure")
     if structure is None:
         operator = rules.operator(
-            _required(text, "operator", "an add needs <operator>NAME</operator> or a <structure>")
+            _required(tags, "operator", "an add needs <operator>NAME</operator> or a <structure>")
         )
-        prompt = _tag(text, "prompt") or None
+        prompt = tags.get("prompt") or None
         return AddStage(stage=OperatorBlueprint(operator=operator, prompt=prompt), position=position)
     kind = structure.lower()
     if kind == "parallel":
-        ops = _operator_list(_required(text, "operators", "a parallel structure lists its branches"), rules)
+        ops = _operator_list(_required(tags, "operators", "a parallel structure lists its branches"), rules)
         return AddStage(stage=ParallelBlueprint(operators=ops), position=position)
     if kind == "conditional":
-        check = rules.operator(_required(text, "condition", "a conditional needs the checker in <condition>"))
+        check = rules.operator(_required(tags, "condition", "a conditional needs the checker in <condition>"))
         on_fail = rules.operator(
-            _required(text, "true", "a conditional needs <true>, the branch run when the check fails")
+            _required(tags, "true", "a conditional needs <true>, the branch run when the check fails")
         )
-        false_raw = _tag(text, "false")
+        false_raw = tags.get("false")
         on_pass = None if not false_raw or false_raw.lower() == "done" else rules.operator(false_raw)
         return AddStage(stage=ConditionalBlueprint(check=check, on_fail=on_fail, on_pass=on_pass), position=position)
     if kind == "loop":
-        ops = _operator_list(_required(text, "operators", "a loop lists its body operators"), rules)
-        count_raw = _tag(text, "count")
+        ops = _operator_list(_required(tags, "operators", "a loop lists its body operators"), rules)
+        count_raw = tags.get("count")
         count = _int(count_raw, "count") if count_raw else DEFAULT_LOOP_COUNT
         return AddStage(stage=LoopBlueprint(operators=ops, count=count), position=position)
-    raise CanvasError(ErrorCode.PARSE_ERROR, f"Unknown structure {structure!r}; use parallel, conditional or loop.")
+    raise CanvasError(
+        ErrorCode.PARSE_ERROR, f"Unknown structure {excerpt(structure)}; use parallel, conditional or loop."
+    )
 
 
 def _lenient(text: str, rules: CanvasRules) -> ParsedTurn | None:
@@ -137,7 +149,8 @@ def _lenient(text: str, rules: CanvasRules) -> ParsedTurn | None:
 def parse_action_turn(text: str, rules: CanvasRules, *, lenient: bool = False) -> ParsedTurn:
     """Parse a building-state turn into one action. Raises CanvasError with an actionable message."""
     body = _FENCE.sub("", strip_thinking(text))
-    verb_raw = _tag(body, "action")
+    tags = Tags(body)
+    verb_raw = tags.get("action")
     if verb_raw is None:
         fallback = _lenient(body, rules) if lenient else None
         if fallback is not None:
@@ -149,36 +162,37 @@ def parse_action_turn(text: str, rules: CanvasRules, *, lenient: bool = False) -
         )
     verb = re.sub(r"[\s-]+", "_", verb_raw.strip().lower())
     if verb == "add":
-        return ActionTurn(_parse_add(body, rules))
+        return ActionTurn(_parse_add(tags, rules))
     if verb == "delete":
-        return ActionTurn(DeleteNode(node_id=_required(body, "target", "say which node to delete")))
+        return ActionTurn(DeleteNode(node_id=_required(tags, "target", "say which node to delete")))
     if verb == "modify":
-        target = _required(body, "target", "say which node to modify")
-        operator = rules.operator(_required(body, "operator", "say the new operator"))
-        return ActionTurn(ModifyNode(node_id=target, operator=operator, prompt=_tag(body, "prompt") or None))
+        target = _required(tags, "target", "say which node to modify")
+        operator = rules.operator(_required(tags, "operator", "say the new operator"))
+        return ActionTurn(ModifyNode(node_id=target, operator=operator, prompt=tags.get("prompt") or None))
     if verb in ("set_prompt", "setprompt"):
-        target = _required(body, "target", "say which node gets the prompt")
-        return ActionTurn(SetPrompt(node_id=target, prompt=_required(body, "prompt", "write the new prompt text")))
+        target = _required(tags, "target", "say which node gets the prompt")
+        return ActionTurn(SetPrompt(node_id=target, prompt=_required(tags, "prompt", "write the new prompt text")))
     if verb == "finish":
-        return ActionTurn(Finish(answer=_tag(body, "answer") or None))
+        return ActionTurn(Finish(answer=tags.get("answer") or None))
     if verb == "cancel":
         return CancelTurn()
     raise CanvasError(
-        ErrorCode.PARSE_ERROR, f"Unknown action {verb_raw.strip()!r}; use one of: {', '.join(_ACTION_VERBS)}."
+        ErrorCode.PARSE_ERROR, f"Unknown action {excerpt(verb_raw.strip())}; use one of: {', '.join(_ACTION_VERBS)}."
     )
 
 
 def parse_prompt_turn(text: str) -> ParsedTurn:
     """Parse a prompt turn: the text itself is the prompt, unless it cancels or wrongly writes an action."""
     body = strip_thinking(text)
-    verb = _tag(body, "action")
+    tags = Tags(body)
+    verb = tags.get("action")
     if verb is not None:
         if verb.strip().lower() == "cancel":
             return CancelTurn()
         raise CanvasError(
             ErrorCode.WRONG_STATE,
-            f"A prompt is expected now, but an <action>{verb.strip()}</action> was written. Write the prompt text "
+            f"A prompt is expected now, but the action {excerpt(verb)} was written. Write the prompt text "
             "itself, or <action>cancel</action> to abandon the pending edit.",
         )
-    inline = _tag(body, "prompt")
+    inline = tags.get("prompt")
     return PromptTurn(text=(inline if inline is not None else body).strip())

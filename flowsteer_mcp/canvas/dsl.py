@@ -5,11 +5,15 @@
 
 `render` is canonical; `parse_dsl` accepts any spacing and returns stage blueprints without ids (prompts do
 not live in the DSL; the JSON export carries them). `render(build(parse_dsl(text)))` reproduces canonical text.
+
+Parsing is linear and lazy: tokens are matched in place (never by copying the rest of the text) and pulled
+one at a time, so junk fails at its first bad token; loop counts are digit-capped before `int()`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from flowsteer_mcp.canvas.blueprint import (
@@ -27,6 +31,8 @@ from flowsteer_mcp.canvas.model import (
     Stage,
     WorkflowGraph,
 )
+from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
+from flowsteer_mcp.canvas.text import excerpt
 
 ARROW = " -> "
 
@@ -51,7 +57,9 @@ class DSLSyntaxError(ValueError):
     """Malformed DSL text; the message says where and what was expected."""
 
 
-_TOKEN = re.compile(r"\s*(?:(->)|([\[\](),?:*])|(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
+_SPACE = re.compile(r"\s*")
+_TOKEN = re.compile(r"(->)|([\[\](),?:*])|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
+_KINDS = {1: "arrow", 2: "punct", 3: "int", 4: "name"}
 
 
 @dataclass
@@ -61,49 +69,46 @@ class _Token:
     pos: int
 
 
-def _tokenize(text: str) -> list[_Token]:
-    tokens: list[_Token] = []
-    pos = 0
+def _skip_space(text: str, pos: int) -> int:
+    space = _SPACE.match(text, pos)
+    return space.end() if space else pos
+
+
+def _tokens(text: str) -> Iterator[_Token]:
+    """Tokens in order, then one "end" token; each is matched at its position, so the whole scan is linear."""
+    pos = _skip_space(text, 0)
     while pos < len(text):
-        if text[pos:].strip() == "":
-            break
         match = _TOKEN.match(text, pos)
         if match is None:
-            raise DSLSyntaxError(f"unexpected character {text[pos:].lstrip()[:1]!r} at position {pos}")
-        arrow, punct, integer, name = match.groups()
-        start = match.end() - len(match.group(0).lstrip())
-        if arrow:
-            tokens.append(_Token("arrow", arrow, start))
-        elif punct:
-            tokens.append(_Token("punct", punct, start))
-        elif integer:
-            tokens.append(_Token("int", integer, start))
-        else:
-            tokens.append(_Token("name", name, start))
-        pos = match.end()
-    tokens.append(_Token("end", "", len(text)))
-    return tokens
+            raise DSLSyntaxError(f"unexpected character {text[pos]!r} at position {pos}")
+        assert match.lastindex is not None
+        yield _Token(_KINDS[match.lastindex], match.group(), pos)
+        pos = _skip_space(text, match.end())
+    yield _Token("end", "", len(text))
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
-        self.tokens = _tokenize(text)
-        self.index = 0
+    def __init__(self, text: str, max_operators: int | None) -> None:
+        self._tokens = _tokens(text)
+        self._current = next(self._tokens)
+        self._max_operators = max_operators
+        self._operators = 0
 
     def peek(self) -> _Token:
-        return self.tokens[self.index]
+        return self._current
 
     def take(self, kind: str, text: str | None = None) -> _Token:
-        token = self.peek()
+        token = self._current
         if token.kind != kind or (text is not None and token.text != text):
             wanted = repr(text) if text else kind
-            found = repr(token.text) if token.kind != "end" else "end of text"
+            found = excerpt(token.text) if token.kind != "end" else "end of text"
             raise DSLSyntaxError(f"expected {wanted} at position {token.pos}, found {found}")
-        self.index += 1
+        if token.kind != "end":
+            self._current = next(self._tokens)
         return token
 
     def at(self, kind: str, text: str | None = None) -> bool:
-        token = self.peek()
+        token = self._current
         return token.kind == kind and (text is None or token.text == text)
 
     def workflow(self) -> list[StageBlueprint]:
@@ -120,7 +125,15 @@ class _Parser:
         token = self.take("name")
         if token.text == "done":
             raise DSLSyntaxError(f"'done' is only allowed as the pass branch of a conditional (position {token.pos})")
+        self._count_operator(token)
         return token.text
+
+    def _count_operator(self, token: _Token) -> None:
+        self._operators += 1
+        if self._max_operators is not None and self._operators > self._max_operators:
+            raise DSLSyntaxError(
+                f"too many operators (position {token.pos}); a workflow holds at most {self._max_operators}"
+            )
 
     def stage(self) -> StageBlueprint:
         if self.at("punct", "["):
@@ -139,7 +152,13 @@ class _Parser:
                 ops.append(self.operator())
             self.take("punct", ")")
             self.take("punct", "*")
-            count = int(self.take("int").text)
+            token = self.take("int")
+            count = parse_bounded_int(token.text)
+            if count is None:
+                raise DSLSyntaxError(
+                    f"the loop count at position {token.pos} has more than {MAX_DIGITS} digits; "
+                    "write a small number of iterations"
+                )
             return LoopBlueprint(operators=ops, count=count)
         first = self.operator()
         if self.at("punct", "?"):
@@ -147,12 +166,14 @@ class _Parser:
             on_fail = self.operator()
             self.take("punct", ":")
             token = self.take("name")
-            return ConditionalBlueprint(
-                check=first, on_fail=on_fail, on_pass=None if token.text == "done" else token.text
-            )
+            if token.text == "done":
+                return ConditionalBlueprint(check=first, on_fail=on_fail, on_pass=None)
+            self._count_operator(token)
+            return ConditionalBlueprint(check=first, on_fail=on_fail, on_pass=token.text)
         return OperatorBlueprint(operator=first)
 
 
-def parse_dsl(text: str) -> list[StageBlueprint]:
-    """Parse DSL text into stage blueprints. Operator names are checked later, against the registry."""
-    return _Parser(text).workflow()
+def parse_dsl(text: str, *, max_operators: int | None = None) -> list[StageBlueprint]:
+    """Parse DSL text into stage blueprints. Operator names are checked later, against the registry;
+    `max_operators` stops a huge (but well-formed) text early instead of building blueprints for all of it."""
+    return _Parser(text, max_operators).workflow()

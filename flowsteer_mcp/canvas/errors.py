@@ -18,6 +18,7 @@ class ErrorCode(StrEnum):
     WRONG_STATE = "wrong_state"
     EPISODE_OVER = "episode_over"
     INVALID_IMPORT = "invalid_import"
+    INVALID_TEXT = "invalid_text"
 
 
 class CanvasError(ValueError):

@@ -1,4 +1,8 @@
-"""Workflow export/import: canonical JSON (round-trippable, with prompts), DSL text, and Mermaid for people."""
+"""Workflow export/import: canonical JSON (round-trippable, with prompts), DSL text, and Mermaid for people.
+
+Imports are hostile input: the text must be valid Unicode, numbers are bounded (ids, counts, the id counter)
+and every stage is re-validated, so a bad spec raises CanvasError and never a crash or a half-built graph.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,12 @@ from flowsteer_mcp.canvas.blueprint import blueprint_of, slots
 from flowsteer_mcp.canvas.dsl import DSLSyntaxError, parse_dsl, render, render_stage
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, OperatorNode, ParallelStage, WorkflowGraph, children
+from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
+from flowsteer_mcp.canvas.text import clip, excerpt, require_unicode
 from flowsteer_mcp.canvas.validate import CanvasRules
 
 ExportFormat = Literal["json", "dsl", "mermaid"]
+_STAGE_ID = re.compile(r"node_[0-9]+")
 
 
 class WorkflowDocument(BaseModel):
@@ -35,11 +42,12 @@ def export_json(graph: WorkflowGraph) -> str:
 
 def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
     """Load a graph from its JSON export, re-validating every stage; ids and prompts are kept as given."""
+    require_unicode(text, "The workflow JSON")
     try:
         document = WorkflowDocument.model_validate_json(text)
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = clip(".".join(str(p) for p in first["loc"]), 120)  # a key of the hostile JSON may be in the path
         raise CanvasError(
             ErrorCode.INVALID_IMPORT, f"Invalid workflow JSON at {where or 'top level'}: {first['msg']}."
         ) from None
@@ -51,13 +59,14 @@ def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
         if [s.operator for s in slots(canonical)] != [s.operator for s in slots(blueprint)]:
             raise CanvasError(
                 ErrorCode.INVALID_IMPORT,
-                f"Invalid workflow JSON: stage {stage.id} must use canonical operator names ({render_stage(stage)}).",
+                f"Invalid workflow JSON: stage {stage.id} must use canonical operator names ({clip(render_stage(stage), 200)}).",
             )
         index = _index_of(stage.id)
         for child in children(stage):
             if not child.id.startswith(stage.id + "_"):
                 raise CanvasError(
-                    ErrorCode.INVALID_IMPORT, f"Invalid workflow JSON: child {child.id} is not named after {stage.id}."
+                    ErrorCode.INVALID_IMPORT,
+                    f"Invalid workflow JSON: child {excerpt(child.id)} is not named after {stage.id}.",
                 )
         if index >= graph.next_index:
             raise CanvasError(
@@ -74,16 +83,20 @@ def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
 
 
 def _index_of(node_id: str) -> int:
-    match = re.fullmatch(r"node_(\d+)", node_id)
-    if match is None:
-        raise CanvasError(ErrorCode.INVALID_IMPORT, f"Invalid stage id {node_id!r}; stage ids look like node_<n>.")
-    return int(match.group(1))
+    index = parse_bounded_int(node_id.removeprefix("node_")) if _STAGE_ID.fullmatch(node_id) else None
+    if index is None:
+        raise CanvasError(
+            ErrorCode.INVALID_IMPORT,
+            f"Invalid stage id {excerpt(node_id)}; stage ids look like node_<n> (n of at most {MAX_DIGITS} digits).",
+        )
+    return index
 
 
 def import_dsl(text: str, rules: CanvasRules) -> WorkflowGraph:
     """Build a fresh graph (ids node_1..node_n, no prompts) from DSL text."""
+    require_unicode(text, "The DSL")
     try:
-        blueprints = parse_dsl(text)
+        blueprints = parse_dsl(text, max_operators=rules.limits.max_operators)
     except DSLSyntaxError as error:
         raise CanvasError(ErrorCode.INVALID_IMPORT, f"Invalid DSL: {error}") from None
     graph = WorkflowGraph()

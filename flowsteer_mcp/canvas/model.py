@@ -2,6 +2,9 @@
 
 Children are typed as `OperatorNode` today; every traversal goes through `children()` so that nested
 structures could be added later by widening that type, without touching the callers.
+
+Ids, counts and the id counter are bounded here, so a graph read from an import or a store can always be
+rendered and extended (an unbounded `next_index` would make every later id unprintable).
 """
 
 from __future__ import annotations
@@ -11,12 +14,17 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flowsteer_mcp.canvas.numbers import MAX_NUMBER
+
+MAX_NODE_ID_CHARS = 64
+NodeId = Annotated[str, Field(min_length=1, max_length=MAX_NODE_ID_CHARS)]
+
 
 class OperatorNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["operator"] = "operator"
-    id: str
+    id: NodeId
     operator: str
     prompt: str | None = None
 
@@ -27,7 +35,7 @@ class ParallelStage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["parallel"] = "parallel"
-    id: str
+    id: NodeId
     branches: list[OperatorNode]
 
 
@@ -37,7 +45,7 @@ class ConditionalStage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["conditional"] = "conditional"
-    id: str
+    id: NodeId
     check: OperatorNode
     on_fail: OperatorNode
     on_pass: OperatorNode | None = None
@@ -49,9 +57,9 @@ class LoopStage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["loop"] = "loop"
-    id: str
+    id: NodeId
     body: list[OperatorNode]
-    count: int
+    count: int = Field(ge=1, le=MAX_NUMBER)
 
 
 Stage = Annotated[OperatorNode | ParallelStage | ConditionalStage | LoopStage, Field(discriminator="kind")]
@@ -87,12 +95,13 @@ class NodeLocation(BaseModel):
 
 
 class WorkflowGraph(BaseModel):
-    """The canvas state proper. `next_index` only grows, so a node id is never handed out twice."""
+    """The canvas state proper. `next_index` only grows, so a node id is never handed out twice; it stays at or
+    below MAX_NUMBER (the add that would pass it is refused)."""
 
     model_config = ConfigDict(extra="forbid")
 
     stages: list[Stage] = Field(default_factory=list)
-    next_index: int = Field(default=1, ge=1)
+    next_index: int = Field(default=1, ge=1, le=MAX_NUMBER)
 
     def iter_operator_nodes(self) -> Iterator[OperatorNode]:
         for stage in self.stages:

@@ -43,6 +43,8 @@ FINISH_PRESETS: dict[str, FinishPolicy] = {
 
 
 class CanvasLimits(BaseModel):
+    """Size limits for everything a client sends; a state within them stays small however long the episode."""
+
     model_config = ConfigDict(extra="forbid")
 
     max_operators: int = Field(default=48, ge=1)
@@ -52,6 +54,9 @@ class CanvasLimits(BaseModel):
     min_prompt_chars: int = Field(default=5, ge=0)
     max_prompt_chars: int = Field(default=4000, ge=1)
     max_act_chars: int = Field(default=32_000, ge=1)
+    max_answer_chars: int = Field(default=10_000, ge=1)  # the claimed answer of a finish (recorded, never scored)
+    max_entry_point_chars: int = Field(default=100, ge=1)  # a Python identifier
+    max_public_tests_chars: int = Field(default=100_000, ge=1)
 
 
 class CanvasOptions(BaseModel):

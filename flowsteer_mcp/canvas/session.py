@@ -2,7 +2,17 @@
 
 `CanvasState` is plain data (persisted by the stores); `Canvas` applies steps to it. Every step either
 completes or leaves the state exactly as it was: an invalid edit raises CanvasError before any change, and an
-unexpected failure or a cancellation restores the snapshot taken at the start of the step.
+unexpected failure or a cancellation restores the snapshot taken at the start of the step. An invalid `act`
+turn is a normal result (ok=false) that costs its round and changes nothing else.
+
+A valid edit stands whatever its execution does. Running the workflow is a report about the edited graph, not
+part of the edit's validity: when the executor fails, or even raises (CanvasError included), the step still
+reports ok=true with the edit applied and `execution.status == "failed"` with the error. This holds alike for
+act, typed edits, the turn that completes a prompt request, finish and run; so `ok` always tells whether the
+edit (or finish) took effect, and the DSL never shows an edit that a step reported as failed.
+
+Every piece of user text is bounded and must be valid Unicode (stores write UTF-8); messages echo user input
+only as a short excerpt and are clipped before they are stored in the history and the last feedback.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from flowsteer_mcp.canvas.actions import (
     Finish,
     ModifyNode,
     apply_edit,
+    resolve_node_id,
 )
 from flowsteer_mcp.canvas.blueprint import OperatorBlueprint, blueprint_of, slot_prompts, slots, stage_id, with_prompts
 from flowsteer_mcp.canvas.dialect import (
@@ -45,11 +56,14 @@ from flowsteer_mcp.canvas.step import (
     StateView,
     StepResult,
 )
+from flowsteer_mcp.canvas.text import clip, require_unicode
 from flowsteer_mcp.canvas.validate import CanvasRules
 from operators.registry import OperatorRegistry
 
 log = structlog.get_logger(__name__)
 HISTORY_TEXT_CHARS = 2000
+MESSAGE_CHARS = 2000  # a step message (stored in the history and the last feedback every round)
+EXECUTOR_ERROR_CHARS = 2000
 T = TypeVar("T")
 
 
@@ -109,6 +123,7 @@ class Canvas:
         self.executor: WorkflowExecutor = executor or NoExecutor()
         self.rules = CanvasRules(registry, state.options)
         self._ran_this_step = False
+        self._step_start: CanvasState | None = None  # the state before the step in progress
 
     # ----- views -------------------------------------------------------------------------------------
     def stats(self) -> GraphStats:
@@ -188,6 +203,7 @@ class Canvas:
                 ErrorCode.LIMIT_EXCEEDED,
                 f"The turn is {len(text)} characters; the limit is {self.state.options.limits.max_act_chars}.",
             )
+        require_unicode(text, "The turn")
         return await self._transaction(lambda: self._act(text, progress))
 
     async def edit(self, action: EditAction, progress: ProgressCallback | None = None) -> StepResult:
@@ -202,7 +218,8 @@ class Canvas:
     async def finish(self, answer: str | None = None, progress: ProgressCallback | None = None) -> StepResult:
         self._require_open()
         self._require_no_pending()
-        return await self._transaction(lambda: self._finish("tool", answer, progress))
+        claimed = self.rules.answer(answer)
+        return await self._transaction(lambda: self._finish("tool", claimed, progress))
 
     async def run(self, progress: ProgressCallback | None = None) -> ExecutionReport:
         """Execute the current workflow now (no round is used)."""
@@ -228,13 +245,21 @@ class Canvas:
             )
 
     async def _transaction(self, step: Callable[[], Awaitable[T]]) -> T:
-        snapshot = self.state.model_copy(deep=True)
+        snapshot = self._step_start = self.state.model_copy(deep=True)
         self._ran_this_step = False
         try:
             return await step()
         except BaseException:
             self.state = snapshot
             raise
+        finally:
+            self._step_start = None
+
+    def _undo_turn(self) -> None:
+        """Back to the state before this step (an invalid turn changes nothing but its round count)."""
+        assert self._step_start is not None
+        self.state = self._step_start.model_copy(deep=True)
+        self._ran_this_step = False
 
     async def _act(self, text: str, progress: ProgressCallback | None) -> StepResult:
         self.state.rounds_used += 1
@@ -247,9 +272,12 @@ class Canvas:
             assert isinstance(turn, ActionTurn)
             action = turn.action
             if isinstance(action, Finish):
-                return await self._finish("act", action.answer, progress, text=text, lenient=turn.lenient)
+                answer = self.rules.answer(action.answer)
+                return await self._finish("act", answer, progress, text=text, lenient=turn.lenient)
             return await self._start_edit(action, text, progress, lenient=turn.lenient)
         except CanvasError as error:
+            self._undo_turn()
+            self.state.rounds_used += 1
             return self._failed(error, "act", text)
 
     async def _start_edit(
@@ -264,7 +292,9 @@ class Canvas:
         self.state.status = "awaiting_prompt"
         request = self.prompt_request()
         assert request is not None
-        message = f"{_pending_message(action)} Write the prompt for {request.node_id} ({request.operator}) next."
+        message = (
+            f"{_pending_message(missing.action)} Write the prompt for {request.node_id} ({request.operator}) next."
+        )
         return self._result(True, message, "act", text, status_label="Pending - awaiting prompt", lenient=lenient)
 
     def _prompt_slots(self, action: EditAction) -> PendingEdit | None:
@@ -274,11 +304,14 @@ class Canvas:
         if isinstance(action, ModifyNode):
             if action.prompt is not None:
                 return None
-            location = self.state.graph.locate(action.node_id.strip())
-            node_id = location.node.id if location else action.node_id
+            node_id = resolve_node_id(self.state.graph, action.node_id)  # canonical: no padding, no alias
             operator = self.rules.operator(action.operator)
             return PendingEdit(
-                action=action, node_ids=[node_id], slots=["modify"], operators=[operator], prompts=[None]
+                action=action.model_copy(update={"node_id": node_id, "operator": operator}),
+                node_ids=[node_id],
+                slots=["modify"],
+                operators=[operator],
+                prompts=[None],
             )
         if not isinstance(action, AddStage):
             return None
@@ -305,10 +338,11 @@ class Canvas:
             self.state.status = "building"
             return self._result(True, "Pending edit cancelled; nothing was changed.", "act", text)
         assert isinstance(turn, PromptTurn)
-        prompt = self.rules.prompt(turn.text)
         index = pending.next_slot
-        pending.prompts[index] = prompt
-        if any(p is None for p in pending.prompts):
+        prompts = list(pending.prompts)
+        prompts[index] = self.rules.prompt(turn.text)
+        if any(p is None for p in prompts):
+            pending.prompts = prompts
             request = self.prompt_request()
             assert request is not None
             message = f"Prompt recorded for {pending.node_ids[index]}. Write the prompt for {request.node_id} ({request.operator}) next."
@@ -316,10 +350,10 @@ class Canvas:
         action = pending.action
         complete: EditAction
         if isinstance(action, AddStage):
-            complete = action.model_copy(update={"stage": with_prompts(action.stage, list(pending.prompts))})
+            complete = action.model_copy(update={"stage": with_prompts(action.stage, prompts)})
         else:
-            complete = action.model_copy(update={"prompt": pending.prompts[0]})
-        outcome = apply_edit(self.state.graph, complete, self.rules)
+            complete = action.model_copy(update={"prompt": prompts[0]})
+        outcome = apply_edit(self.state.graph, complete, self.rules)  # validate before changing anything
         self.state.pending = None
         self.state.status = "building"
         return await self._commit_edit(outcome.graph, outcome.message, "act", text, progress)
@@ -348,11 +382,18 @@ class Canvas:
         else:
             try:
                 report = await self.executor.run(self.state.graph, self.state.task, progress=progress)
-            except CanvasError:
-                raise
+            except CanvasError as error:  # the executor refused this graph: a failed run, the edit still stands
+                log.warning("executor_rejected_workflow", code=error.code.value)
+                report = ExecutionReport(
+                    status="failed",
+                    error=clip(f"executor rejected the workflow: {error.message}", EXECUTOR_ERROR_CHARS),
+                )
             except Exception as error:  # an executor bug must not take the canvas down
                 log.exception("executor_crashed")
-                report = ExecutionReport(status="failed", error=f"executor error: {type(error).__name__}: {error}")
+                report = ExecutionReport(
+                    status="failed",
+                    error=clip(f"executor error: {type(error).__name__}: {error}", EXECUTOR_ERROR_CHARS),
+                )
         self.state.last_execution = report
         self._ran_this_step = True
         return report
@@ -412,6 +453,7 @@ class Canvas:
         lenient: bool = False,
     ) -> StepResult:
         self._close_if_budget_spent()
+        message = clip(message, MESSAGE_CHARS)
         state = self.state
         if state.status == "exhausted":
             status_label = "Budget exhausted"

@@ -1,6 +1,11 @@
-"""Edit validation: operator names, structure rules and limits, checked before anything changes."""
+"""Edit validation: operator names, structure rules and limits, checked before anything changes.
+
+Also the task and the finish answer: every piece of user text the canvas stores is bounded and valid Unicode.
+"""
 
 from __future__ import annotations
+
+import keyword
 
 from flowsteer_mcp.canvas.blueprint import (
     ConditionalBlueprint,
@@ -15,7 +20,9 @@ from flowsteer_mcp.canvas.blueprint import (
 )
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.model import WorkflowGraph
-from flowsteer_mcp.canvas.options import CanvasOptions
+from flowsteer_mcp.canvas.numbers import show_int
+from flowsteer_mcp.canvas.options import CanvasLimits, CanvasOptions
+from flowsteer_mcp.canvas.text import excerpt, require_unicode
 from operators.registry import OperatorRegistry
 
 
@@ -36,7 +43,9 @@ class CanvasRules:
         canonical = self.registry.canonical_name(name) if name.strip() else None
         valid = ", ".join(self.allowed_names())
         if canonical is None:
-            raise CanvasError(ErrorCode.UNKNOWN_OPERATOR, f"Unknown operator {name!r}. Valid operators: {valid}.")
+            raise CanvasError(
+                ErrorCode.UNKNOWN_OPERATOR, f"Unknown operator {excerpt(name)}. Valid operators: {valid}."
+            )
         if canonical.lower() in self._disabled:
             raise CanvasError(
                 ErrorCode.DISABLED_OPERATOR,
@@ -47,6 +56,7 @@ class CanvasRules:
     def prompt(self, text: str | None) -> str | None:
         if text is None:
             return None
+        require_unicode(text, "The prompt")
         cleaned = text.strip()
         if len(cleaned) < self.limits.min_prompt_chars:
             raise CanvasError(
@@ -60,6 +70,19 @@ class CanvasRules:
                 f"Prompt is too long ({len(cleaned)} characters); the limit is {self.limits.max_prompt_chars}.",
             )
         return cleaned
+
+    def answer(self, text: str | None) -> str | None:
+        """A finish answer to record: valid Unicode and at most `max_answer_chars`."""
+        if text is None:
+            return None
+        require_unicode(text, "The answer")
+        if len(text) > self.limits.max_answer_chars:
+            raise CanvasError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"The answer is {len(text)} characters; the limit is {self.limits.max_answer_chars}. "
+                "Send only the final answer (the executed output is what counts).",
+            )
+        return text
 
     def blueprint(self, blueprint: StageBlueprint, graph: WorkflowGraph) -> StageBlueprint:
         """Validate a stage to add; returns it with canonical operator names and cleaned prompts."""
@@ -105,7 +128,7 @@ class CanvasRules:
             if not 1 <= blueprint.count <= limits.max_loop_count:
                 raise CanvasError(
                     ErrorCode.INVALID_STRUCTURE,
-                    f"Loop count must be between 1 and {limits.max_loop_count}; got {blueprint.count}.",
+                    f"Loop count must be between 1 and {limits.max_loop_count}; got {show_int(blueprint.count)}.",
                 )
         elif isinstance(blueprint, ConditionalBlueprint):
             spec = self.registry.spec(blueprint.check)
@@ -124,6 +147,33 @@ class CanvasRules:
         if not 0 <= position <= size:
             raise CanvasError(
                 ErrorCode.INVALID_POSITION,
-                f"Position {position} is out of range; use 0..{size} (0 = first stage, {size} = append) or omit it.",
+                f"Position {show_int(position)} is out of range; use 0..{size} (0 = first stage, {size} = append) or omit it.",
             )
         return position
+
+
+def validate_task(
+    limits: CanvasLimits, *, problem: str, entry_point: str | None = None, public_tests: str | None = None
+) -> None:
+    """Check a task before a workflow is created for it: valid Unicode, bounded fields, an identifier entry point."""
+    require_unicode(problem, "The task")
+    if public_tests is not None:
+        require_unicode(public_tests, "public_tests")
+        if len(public_tests) > limits.max_public_tests_chars:
+            raise CanvasError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"public_tests is {len(public_tests)} characters; the limit is {limits.max_public_tests_chars}. "
+                "Pass a few representative tests, not a whole test suite.",
+            )
+    if entry_point is not None:
+        if len(entry_point) > limits.max_entry_point_chars:
+            raise CanvasError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"entry_point is {len(entry_point)} characters; the limit is {limits.max_entry_point_chars}.",
+            )
+        if not entry_point.isidentifier() or keyword.iskeyword(entry_point):
+            raise CanvasError(
+                ErrorCode.INVALID_TEXT,
+                "entry_point must be a Python identifier (the name of the function to implement, e.g. solve); "
+                f"got {excerpt(entry_point)}.",
+            )

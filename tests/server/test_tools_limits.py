@@ -1,14 +1,19 @@
-"""Server limits, idle expiry (TTL, with a fake clock), per-workflow serialisation and cancellation safety."""
+"""Server limits, idle expiry (TTL, with a fake clock), per-workflow serialisation, cancellation safety, and
+hostile input (huge numbers, invalid Unicode, oversized fields, a big import that must not stall others)."""
 
 from __future__ import annotations
+
+import threading
 
 import anyio
 import pytest
 from mcp import MCPError
 
 from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import CanvasLimits, TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState
+from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.server import ServerSettings
 from flowsteer_mcp.server.workbench import Workbench, WorkbenchFull, WorkflowNotFound
 from flowsteer_mcp.store.memory import MemoryStore
@@ -200,3 +205,94 @@ async def test_a_cancelled_call_leaves_the_workflow_unchanged(tools: ToolCaller,
     step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Format")
     assert step["state"]["round"] == before["round"] + 1
     assert [n["id"] for n in step["state"]["nodes"]] == ["node_1", "node_2"]
+
+
+# ----- hostile input at the tool boundary (issue #14) ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ({"task": "What is 6*7?\ud800"}, "invalid_text: The task contains an unpaired surrogate"),
+        ({"entry_point": "solve it"}, "entry_point must be a Python identifier"),
+        ({"entry_point": "x" * 101}, "entry_point is 101 characters; the limit is 100"),
+        ({"public_tests": "assert True\n" * 10_000}, "public_tests is 120000 characters; the limit is 100000"),
+    ],
+)
+async def test_task_fields_are_bounded_and_checked(tools: ToolCaller, arguments: dict[str, str], fragment: str) -> None:
+    arguments = {"task": "Implement solve.", **arguments}
+    message = await tools.error("create_workflow", **arguments)
+    assert fragment in message and len(message) < 600, message[:300]
+    message = await tools.error("import_workflow", spec="Plan", **arguments)
+    assert fragment in message
+    assert (await tools.ok("list_workflows"))["workflows"] == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("(Plan) * " + "9" * 5000, "loop count at position 9 has more than 6 digits"),
+        ('{"format": "flowsteer.workflow/v1", "dsl": "Plan", "graph": {"stages": [{"kind": "operator", '
+         '"id": "node_' + "9" * 5000 + '", "operator": "Plan"}], "next_index": 2}}', "Invalid workflow JSON"),
+        ('{"format": "flowsteer.workflow/v1", "dsl": "", "graph": {"stages": [], "next_index": '
+         + "9" * 4300 + "}}", "graph.next_index"),
+        ("Plan -> Custom\ud800", "invalid_text: The DSL contains an unpaired surrogate"),
+    ],
+)  # fmt: skip
+async def test_import_rejects_hostile_numbers_and_text_with_a_clear_error(
+    tools: ToolCaller, spec: str, fragment: str
+) -> None:
+    message = await tools.error("import_workflow", spec=spec, task="What is 6*7?")
+    assert fragment in message and len(message) < 600, message[:300]
+    assert (await tools.ok("list_workflows"))["workflows"] == []
+
+
+async def test_act_with_an_unpaired_surrogate_changes_nothing(tools: ToolCaller) -> None:
+    workflow_id = await tools.create()
+    before = await tools.snapshot(workflow_id)
+    text = "<action>add</action><operator>Plan</operator><prompt>Use \ud800 steps.</prompt>"
+    message = await tools.error("act", workflow_id=workflow_id, text=text)
+    assert (
+        "invalid_text" in message
+        and f"unpaired surrogate (invalid Unicode) at index {text.index(chr(0xD800))}" in message
+    )
+    assert await tools.snapshot(workflow_id) == before
+    step = await tools.act(workflow_id, "<action>add</action><operator>Plan</operator><prompt>Use steps.</prompt>")
+    assert step["ok"] is True and step["state"]["round"] == 1
+
+
+async def test_finish_answer_is_bounded(tools: ToolCaller) -> None:
+    workflow_id = await tools.create(options={"finish": "relaxed"})
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
+    before = await tools.snapshot(workflow_id)
+    message = await tools.error("finish", workflow_id=workflow_id, answer="4" * 10_001)
+    assert "limit_exceeded" in message and "the limit is 10000" in message
+    assert await tools.snapshot(workflow_id) == before
+
+
+async def test_a_big_import_does_not_block_other_clients(tools: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one import is parsing, list_operators still answers: the parse runs off the event loop."""
+    from flowsteer_mcp.server import tools as tool_module
+
+    parsing = threading.Event()
+    listed = threading.Event()
+    outcome: dict[str, bool] = {}
+    real_import = tool_module.import_dsl
+
+    def slow_import(text: str, rules: CanvasRules) -> WorkflowGraph:
+        parsing.set()
+        # On the event loop this wait would block list_operators until it timed out.
+        outcome["listed_during_parse"] = listed.wait(timeout=5)
+        return real_import(text, rules)
+
+    monkeypatch.setattr(tool_module, "import_dsl", slow_import)
+
+    async def list_while_parsing() -> None:
+        assert await anyio.to_thread.run_sync(lambda: parsing.wait(timeout=5)), "the import never started parsing"
+        catalog = await tools.ok("list_operators")
+        assert catalog["operators"]
+        listed.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(list_while_parsing)
+        created = await tools.ok("import_workflow", spec="Plan -> Custom", task="What is 6*7?")
+    assert outcome == {"listed_during_parse": True}
+    assert created["state"]["dsl"] == "Plan -> Custom"
