@@ -6,16 +6,22 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from flowsteer_mcp.logs import configure_logging
 
+if TYPE_CHECKING:
+    from pydantic import SecretStr, ValidationError
+
 
 def _server_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowsteer-mcp", description="FlowSteer workflow-canvas MCP server.")
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="HTTP: address to listen on; beyond loopback a token is required"
+    )
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--path", default="/mcp", help="HTTP endpoint path")
     parser.add_argument("--store", default="memory", help="'memory' or 'sqlite:PATH' (persistent)")
@@ -24,15 +30,46 @@ def _server_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--token-env", default="FLOWSTEER_MCP_TOKEN", help="environment variable holding the HTTP bearer token"
     )
-    parser.add_argument("--allowed-host", action="append", default=[], help="extra Host header to accept (HTTP)")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="HTTP: a host name clients may use (Host/Origin, any port); turns the Host check on with a token",
+    )
     parser.add_argument("--max-workflows", type=int, default=1000)
     parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
     parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
     return parser
 
 
-def mcp_main(argv: list[str] | None = None) -> int:
+def _http_token(variable: str) -> SecretStr | None:
+    """The bearer token held by environment variable `variable`; set but unusable (empty, padded...) is an error."""
     from pydantic import SecretStr
+
+    from flowsteer_mcp.server.auth import TOKEN_ADVICE, token_problem
+
+    value = os.environ.get(variable)
+    if value is None:
+        return None
+    if problem := token_problem(value):
+        raise ValueError(
+            f"{variable} {problem}. Set it to a random secret, e.g. `{TOKEN_ADVICE}`, or unset it to serve "
+            "on loopback only without a token."
+        )
+    return SecretStr(value)
+
+
+def _settings_problem(error: ValidationError) -> str:
+    """One line per invalid setting, without pydantic's input echo and documentation links."""
+    return "; ".join(
+        f"{'.'.join(map(str, issue['loc'])) or 'settings'}: {issue['msg'].removeprefix('Value error, ')}"
+        for issue in error.errors()
+    )
+
+
+def mcp_main(argv: list[str] | None = None) -> int:
+    from pydantic import ValidationError
 
     from flowsteer_mcp.canvas.execution import NoExecutor
     from flowsteer_mcp.executor import build_executor
@@ -42,14 +79,13 @@ def mcp_main(argv: list[str] | None = None) -> int:
 
     args = _server_parser().parse_args(argv)
     configure_logging(args.log_level)
-    token = os.environ.get(args.token_env) or None
     try:
         settings = ServerSettings(
             store=args.store,
             host=args.host,
             port=args.port,
             path=args.path,
-            token=SecretStr(token) if token else None,
+            token=_http_token(args.token_env) if args.transport == "http" else None,
             max_workflows=args.max_workflows,
             workflow_ttl_s=args.ttl,
             allowed_hosts=args.allowed_host,
@@ -57,11 +93,16 @@ def mcp_main(argv: list[str] | None = None) -> int:
         registry = default_registry()
         executor = NoExecutor() if args.no_executor else build_executor(registry, args.config)
         server = build_server(settings, registry=registry, executor=executor)
+    except ValidationError as error:
+        print(f"flowsteer-mcp: {_settings_problem(error)}", file=sys.stderr)
+        return 2
     except (ValueError, RuntimeError) as error:
         print(f"flowsteer-mcp: {error}", file=sys.stderr)
         return 2
     if args.transport == "stdio":
-        server.mcp.run("stdio")
+        from flowsteer_mcp.server.stdio import serve_stdio
+
+        anyio.run(serve_stdio, server.mcp)
         return 0
     try:
         anyio.run(serve_http, server)

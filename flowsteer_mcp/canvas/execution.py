@@ -52,6 +52,10 @@ class ExecutionReport(BaseModel):
 
 
 class ProgressEvent(BaseModel):
+    """One operator call starting or finishing. `completed` is not a progress counter: a "started" event repeats
+    the count of the last "finished" one, and parallel branches start together; a consumer that needs a value
+    increasing with every event numbers the events itself (as the MCP layer does)."""
+
     node_id: str
     operator: str
     phase: Literal["started", "finished"]

@@ -12,57 +12,77 @@ CanvasStatus = Literal["building", "awaiting_prompt", "finished", "exhausted"]
 
 
 class NodeView(BaseModel):
-    id: str
-    kind: Literal["operator", "parallel", "conditional", "loop"]
-    operator: str | None = None
-    parent: str | None = None
-    slot: str | None = None  # role inside the parent: "branch 1/2", "check", "on_fail", "on_pass", "body 1/2"
-    count: int | None = None  # loops
-    prompt: str | None = None
+    id: str = Field(description="stable node id, e.g. node_3 (a stage), node_2_p0 (a branch), node_4_cond (a check)")
+    kind: Literal["operator", "parallel", "conditional", "loop"] = Field(description="operator node or structure")
+    operator: str | None = Field(default=None, description="the operator name; null for a structure node")
+    parent: str | None = Field(default=None, description="the structure this node belongs to; null at top level")
+    slot: str | None = Field(
+        default=None, description="role inside the parent: 'branch 1/2', 'check', 'on_fail', 'on_pass', 'body 1/2'"
+    )
+    count: int | None = Field(default=None, description="loops: the maximum number of iterations")
+    prompt: str | None = Field(default=None, description="the node's custom instruction; null = operator default")
 
 
 class PromptRequest(BaseModel):
     """The pending prompt turn: the next `act` text becomes this node's prompt."""
 
-    node_id: str
-    operator: str
-    slot: str
-    index: int  # 1-based position among this edit's prompt turns
-    total: int
-    edit: Literal["add", "modify"]
+    node_id: str = Field(description="the node whose prompt the next act text sets")
+    operator: str = Field(description="that node's operator")
+    slot: str = Field(description="its role in the pending edit (e.g. 'branch 1/2', 'check', 'modify')")
+    index: int = Field(description="1-based position among this edit's prompt turns")
+    total: int = Field(description="prompt turns this edit needs in all")
+    edit: Literal["add", "modify"] = Field(description="the edit that waits for its prompts")
 
 
 class StateView(BaseModel):
-    dsl: str
-    nodes: list[NodeView]
-    stats: GraphStats
-    round: int
-    max_rounds: int
-    status: CanvasStatus
-    awaiting_prompt_for: PromptRequest | None = None
+    dsl: str = Field(
+        description="the workflow in the DSL, e.g. 'Plan -> [Programmer, Custom] -> Verify ? Revise : done'"
+    )
+    nodes: list[NodeView] = Field(description="every node in stage order, structures before their children")
+    stats: GraphStats = Field(description="graph statistics the finish gate and rewards read")
+    round: int = Field(description="rounds used so far")
+    max_rounds: int = Field(description="the round budget; the episode ends when it is spent")
+    status: CanvasStatus = Field(
+        description="building; awaiting_prompt (the next act text is a prompt); finished; exhausted (budget spent)"
+    )
+    awaiting_prompt_for: PromptRequest | None = Field(
+        default=None, description="the pending prompt turn while status is awaiting_prompt, else null"
+    )
 
 
 class ExecutionView(BaseModel):
     """The workflow's latest run. `fresh` says whether that run happened during this step (count usage only then)."""
 
-    fresh: bool = False
-    status: str
-    ok: bool
-    output: str | None = None
-    error: str | None = None
-    llm_calls: int = 0
-    tokens: int = 0
-    duration_s: float = 0.0
-    cache_hits: int = 0
+    fresh: bool = Field(default=False, description="true when this run happened during this call (count usage then)")
+    status: str = Field(description="ok, failed, no_executor, empty, timeout or cancelled")
+    ok: bool = Field(description="true when the run completed (status ok)")
+    output: str | None = Field(default=None, description="the run's final answer; null whenever the run failed")
+    error: str | None = Field(default=None, description="why the run failed or did not happen")
+    llm_calls: int = Field(default=0, description="executor LLM calls the run made")
+    tokens: int = Field(default=0, description="executor tokens the run used")
+    duration_s: float = Field(default=0.0, description="wall-clock seconds of the run")
+    cache_hits: int = Field(default=0, description="operator calls answered from the memo cache (unchanged inputs)")
 
 
 class StepResult(BaseModel):
-    ok: bool
-    message: str
+    ok: bool = Field(description="false when the step was rejected (act: the round is still used)")
+    message: str = Field(description="what happened, or what was wrong and how to fix it")
     feedback: str = Field(description="the feedback text a policy sees after this step")
-    state: StateView
-    execution: ExecutionView | None = None
-    done: bool = False
-    error_code: str | None = None
-    end_reason: Literal["finished", "budget_exhausted"] | None = None
-    final_answer: str | None = None
+    state: StateView = Field(description="the workflow after this step")
+    execution: ExecutionView | None = Field(
+        default=None,
+        description="the latest run of the workflow; null when it has not run since its last edit "
+        "(a new workflow, or execute_each_step=false)",
+    )
+    done: bool = Field(default=False, description="true once the episode is over (finished or budget exhausted)")
+    error_code: str | None = Field(
+        default=None,
+        description="when ok is false: parse_error, unknown_operator, invalid_structure, unknown_node, "
+        "invalid_prompt, limit_exceeded, wrong_state, finish_rejected, ...",
+    )
+    end_reason: Literal["finished", "budget_exhausted"] | None = Field(
+        default=None, description="why the episode ended, once done; else null"
+    )
+    final_answer: str | None = Field(
+        default=None, description="once done: the executed output of the last successful run (what is scored)"
+    )

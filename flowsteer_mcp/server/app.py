@@ -1,4 +1,9 @@
-"""Assemble the MCP server: store + registry + executor -> workbench -> tools, resources, prompt."""
+"""Assemble the MCP server: store + registry + executor -> workbench -> tools, resources, prompt.
+
+Over HTTP the app is wrapped, outermost first, in the Host/Origin check of `host_policy` (DNS-rebinding
+protection: off with a bearer token unless `--allowed-host` names are given; always on without a token, when
+only loopback binds are allowed) and the bearer-token check of `auth`.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from flowsteer_mcp import __version__
 from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.server.auth import BearerTokenMiddleware
+from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.server.resources import register_resources
 from flowsteer_mcp.server.settings import ServerSettings
 from flowsteer_mcp.server.tools import register_tools
@@ -33,26 +39,23 @@ class FlowSteerServer:
     settings: ServerSettings
 
     def http_app(self) -> ASGIApp:
-        """The streamable-HTTP ASGI app, behind bearer-token auth when a token is configured."""
+        """The streamable-HTTP ASGI app behind the host policy and, when a token is configured, bearer auth.
+
+        Raises UnsafeBindError for a non-loopback host without a token."""
         settings = self.settings
-        security = None
-        if not settings.is_loopback() or settings.allowed_hosts:
-            hosts = [f"{settings.host}:*", *settings.allowed_hosts]
-            if settings.is_loopback():
-                hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-            security = TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=hosts,
-                allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
-            )
-        app = self.mcp.streamable_http_app(
+        token = settings.token.get_secret_value() if settings.token else None
+        check_bind(settings.host, authenticated=token is not None)
+        app: ASGIApp = self.mcp.streamable_http_app(
             streamable_http_path=settings.path,
             max_request_body_size=settings.max_body_bytes,
             host=settings.host,
-            transport_security=security,
+            # Host/Origin are checked by HostGuard, which matches any port and every loopback spelling.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        token = self.settings.token
-        return BearerTokenMiddleware(app, token.get_secret_value()) if token else app
+        if token is not None:
+            app = BearerTokenMiddleware(app, token)
+        policy = HostPolicy.for_server(settings.host, settings.allowed_hosts, authenticated=token is not None)
+        return HostGuard(app, policy) if policy is not None else app
 
     async def aclose(self) -> None:
         await self.bench.store.close()

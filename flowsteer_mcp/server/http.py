@@ -2,27 +2,38 @@
 
 from __future__ import annotations
 
+import structlog
 import uvicorn
 
 from flowsteer_mcp.server.app import FlowSteerServer
+from flowsteer_mcp.server.auth import MIN_RECOMMENDED_TOKEN_CHARS, TOKEN_ADVICE
+from flowsteer_mcp.server.host_policy import HostPolicy, UnsafeBindError
+
+__all__ = ["UnsafeBindError", "serve_http"]
+
+log = structlog.get_logger(__name__)
 
 
-class UnsafeBindError(RuntimeError):
-    pass
-
-
-def check_bind(server: FlowSteerServer) -> None:
+def _log_access_policy(server: FlowSteerServer) -> None:
     settings = server.settings
-    if not settings.is_loopback() and settings.token is None:
-        raise UnsafeBindError(
-            f"Refusing to listen on {settings.host} without a bearer token: set FLOWSTEER_MCP_TOKEN (or pass "
-            "--token-env NAME) or bind to 127.0.0.1."
+    secret = settings.token.get_secret_value() if settings.token else None
+    policy = HostPolicy.for_server(settings.host, settings.allowed_hosts, authenticated=secret is not None)
+    log.info(
+        "http_access_policy",
+        host=settings.host,
+        port=settings.port,
+        auth="bearer" if secret else "none (loopback only)",
+        host_check="off (bearer auth guards)" if policy is None else ["loopback names", *sorted(policy.names)],
+    )
+    if secret is not None and len(secret) < MIN_RECOMMENDED_TOKEN_CHARS:
+        log.warning(
+            "http_weak_bearer_secret",
+            hint=f"use at least {MIN_RECOMMENDED_TOKEN_CHARS} random characters, e.g. `{TOKEN_ADVICE}`",
         )
 
 
 async def serve_http(server: FlowSteerServer, *, log_level: str = "warning") -> None:
-    check_bind(server)
-    config = uvicorn.Config(
-        server.http_app(), host=server.settings.host, port=server.settings.port, log_level=log_level.lower()
-    )
+    app = server.http_app()  # refuses unsafe binds before anything listens
+    _log_access_policy(server)
+    config = uvicorn.Config(app, host=server.settings.bind_host, port=server.settings.port, log_level=log_level.lower())
     await uvicorn.Server(config).serve()

@@ -2,51 +2,87 @@
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Annotated, get_args
 
 from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.server.mcpserver import UserMessage
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.types import INVALID_PARAMS
+from pydantic import Field
 
+from flowsteer_mcp.canvas.errors import CanvasError
 from flowsteer_mcp.canvas.export import export_mermaid
 from flowsteer_mcp.canvas.observation import ObservationBuilder
-from flowsteer_mcp.canvas.options import FINISH_PRESETS, TaskSpec
+from flowsteer_mcp.canvas.options import FINISH_PRESETS, CanvasLimits, TaskSpec
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
+from flowsteer_mcp.canvas.validate import validate_task
+from flowsteer_mcp.server.errors import PromptAndResourceErrors
 from flowsteer_mcp.server.tools import TaskTypeInput, catalog_of, detail_of, infer_task_type
 from flowsteer_mcp.server.workbench import Workbench, WorkflowNotFound
 
 
+def unknown_workflow(workflow_id: str) -> ResourceNotFoundError:
+    """Not found (not an internal error): the client names a workflow that does not exist (any more)."""
+    return ResourceNotFoundError(
+        f"Unknown workflow_id {workflow_id!r} (never created, deleted, or expired); list_workflows shows the live ones."
+    )
+
+
 def register_resources(server: MCPServer, bench: Workbench, observer: ObservationBuilder) -> None:
-    @server.resource("flowsteer://operators", mime_type="application/json", description="the operator library")
+    server.middleware.append(PromptAndResourceErrors(server))
+
+    @server.resource(
+        "flowsteer://operators",
+        title="Operator library",
+        mime_type="application/json",
+        description="the operator library (names, categories, roles, what each does and when to use it)",
+    )
     async def operators_resource() -> str:
         return catalog_of(bench).model_dump_json(indent=2)
 
     @server.resource(
-        "flowsteer://workflows/{workflow_id}", mime_type="application/json", description="a workflow's full state"
+        "flowsteer://workflows/{workflow_id}",
+        title="Workflow state",
+        mime_type="application/json",
+        description="a workflow's full state, as get_workflow returns it",
     )
     async def workflow_resource(workflow_id: str) -> str:
         try:
             async with bench.open(workflow_id, write=False) as canvas:
                 return detail_of(workflow_id, canvas).model_dump_json(indent=2)
         except WorkflowNotFound:
-            raise ResourceError(f"Unknown workflow_id {workflow_id!r}.") from None
+            raise unknown_workflow(workflow_id) from None
 
     @server.resource(
-        "flowsteer://workflows/{workflow_id}/mermaid", mime_type="text/vnd.mermaid", description="a workflow as Mermaid"
+        "flowsteer://workflows/{workflow_id}/mermaid",
+        title="Workflow diagram (Mermaid)",
+        mime_type="text/vnd.mermaid",
+        description="a workflow as a Mermaid flowchart",
     )
     async def workflow_mermaid(workflow_id: str) -> str:
         try:
             async with bench.open(workflow_id, write=False) as canvas:
                 return export_mermaid(canvas.state.graph)
         except WorkflowNotFound:
-            raise ResourceError(f"Unknown workflow_id {workflow_id!r}.") from None
+            raise unknown_workflow(workflow_id) from None
 
     @server.prompt(
         title="Flow-Director", description="system prompt and first turn for designing a workflow for a task"
     )
-    async def flow_director(task: str, task_type: str = "auto", finish: str = "paper") -> list[UserMessage]:
+    async def flow_director(
+        task: Annotated[str, Field(description="the problem the workflow must solve")],
+        task_type: Annotated[
+            str, Field(description=f"one of {', '.join(get_args(TaskTypeInput))}; auto picks general")
+        ] = "auto",
+        finish: Annotated[
+            str,
+            Field(
+                description="finish gate: 'paper' (>= 5 operators, a structure, solver + checker) "
+                "or 'relaxed' (>= 1 operator)"
+            ),
+        ] = "paper",
+    ) -> list[UserMessage]:
         # Only an MCPError reaches the client with its message; anything else becomes "Internal server error".
         if not task.strip():
             raise MCPError(INVALID_PARAMS, "task is empty: pass the problem statement the workflow should solve.")
@@ -56,6 +92,10 @@ def register_resources(server: MCPServer, bench: Workbench, observer: Observatio
             )
         if finish not in FINISH_PRESETS:
             raise MCPError(INVALID_PARAMS, f"Unknown finish preset {finish!r}; use one of {', '.join(FINISH_PRESETS)}.")
+        try:
+            validate_task(CanvasLimits(), problem=task)
+        except CanvasError as error:
+            raise MCPError(INVALID_PARAMS, error.message) from None
         kind = infer_task_type(task_type, None, None)
         policy = FINISH_PRESETS[finish]
         spec = TaskSpec(problem=task, task_type=kind)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
-
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from flowsteer_mcp.canvas.options import CanvasLimits
+from flowsteer_mcp.server.auth import token_problem
+from flowsteer_mcp.server.host_policy import allowed_host_name, canonical_name, is_loopback_name
 
 
 class ServerSettings(BaseModel):
@@ -25,16 +25,30 @@ class ServerSettings(BaseModel):
     path: str = "/mcp"
     token: SecretStr | None = None
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    allowed_hosts: list[str] = Field(default_factory=list)  # extra Host headers accepted (DNS-rebinding protection)
+    allowed_hosts: list[str] = Field(default_factory=list)  # extra Host names accepted, any port (see host_policy)
+
+    @field_validator("host")
+    @classmethod
+    def _host_is_a_name(cls, host: str) -> str:
+        canonical_name(host)
+        return host
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _allowed_hosts_are_names(cls, names: list[str]) -> list[str]:
+        return [allowed_host_name(name) for name in names]
+
+    @field_validator("token")
+    @classmethod
+    def _token_can_match(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and (problem := token_problem(token.get_secret_value())):
+            raise ValueError(f"the bearer token {problem}")
+        return token
 
     def is_loopback(self) -> bool:
-        return is_loopback_host(self.host)
+        return is_loopback_name(self.host)
 
-
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    @property
+    def bind_host(self) -> str:
+        """The address to listen on (an IPv6 address without the brackets a URL needs)."""
+        return self.host[1:-1] if self.host.startswith("[") and self.host.endswith("]") else self.host

@@ -7,10 +7,11 @@ result (ok=false, one round used), because for a policy a wasted turn is part of
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,14 +27,17 @@ from flowsteer_mcp.canvas.blueprint import (
     StageBlueprint,
 )
 from flowsteer_mcp.canvas.errors import CanvasError
-from flowsteer_mcp.canvas.execution import ProgressCallback, ProgressEvent
+from flowsteer_mcp.canvas.execution import ProgressCallback
 from flowsteer_mcp.canvas.export import export_workflow as render_export
 from flowsteer_mcp.canvas.export import import_dsl, import_json
+from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec, TaskType
 from flowsteer_mcp.canvas.session import Canvas, CanvasState, execution_view
 from flowsteer_mcp.canvas.step import StepResult
-from flowsteer_mcp.canvas.validate import CanvasRules
+from flowsteer_mcp.canvas.validate import CanvasRules, validate_task
+from flowsteer_mcp.server.errors import ToolArguments, ToolCallErrors
+from flowsteer_mcp.server.progress import ToolProgress
 from flowsteer_mcp.server.results import (
     CreatedWorkflow,
     Deleted,
@@ -55,9 +59,29 @@ NodeId = Annotated[str, Field(min_length=1, max_length=64, description="a node i
 OperatorName = Annotated[str, Field(min_length=1, max_length=64, description="an operator name from list_operators")]
 TaskTypeInput = Literal["auto", "math", "code", "qa", "general"]
 
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+
+# Annotations, decided per tool. Open world means the call may reach something outside this server: every
+# tool that can execute the workflow calls the configured executor LLM (an external service whose answers the
+# server does not control), so it is open world; tools that only read or write the server's own workflow
+# store are closed. Destructive means the call may overwrite or remove something (a node, an operator, a
+# prompt, a whole workflow, the chance to edit a finished episode); additive edits are not destructive.
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-EDIT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+ADDS_AND_RUNS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
+DESTRUCTIVE_AND_RUNS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+)
+# set_prompt overwrites the previous prompt; idempotent as in the product spec: the same call again leaves the
+# same graph (it still counts a round, like every edit).
+OVERWRITES_AND_RUNS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True
+)
+# run_workflow changes no graph, round or status: it only replaces the recorded last run with a fresh one.
+RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
+DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
 def infer_task_type(task_type: str, entry_point: str | None, public_tests: str | None) -> TaskType:
@@ -70,6 +94,17 @@ def infer_task_type(task_type: str, entry_point: str | None, public_tests: str |
 
 def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings, observer: ObservationBuilder) -> None:
     registry = bench.registry
+    arguments = ToolArguments()
+    server.middleware.append(ToolCallErrors(server, arguments))
+
+    def tool(title: str, annotations: ToolAnnotations) -> Callable[[ToolFn], ToolFn]:
+        """`@server.tool` with a human title, and the argument model kept for short validation messages."""
+
+        def register(fn: ToolFn) -> ToolFn:
+            arguments.learn(fn)
+            return server.tool(title=title, annotations=annotations)(fn)
+
+        return register
 
     def options_from(given: WorkflowOptionsInput | None) -> CanvasOptions:
         given = given or WorkflowOptionsInput()
@@ -87,10 +122,13 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
             raise ToolError("task is empty: pass the problem statement the workflow should solve.")
         if len(task) > settings.max_task_chars:
             raise ToolError(f"task is {len(task)} characters; this server accepts at most {settings.max_task_chars}.")
+        entry_point, public_tests = entry_point or None, public_tests or None
+        try:
+            validate_task(settings.limits, problem=task, entry_point=entry_point, public_tests=public_tests)
+        except CanvasError as error:
+            raise ToolError(f"{error.code.value}: {error.message}") from None
         kind = infer_task_type(task_type, entry_point, public_tests)
-        return TaskSpec(
-            problem=task, task_type=kind, entry_point=entry_point or None, public_tests=public_tests or None
-        )
+        return TaskSpec(problem=task, task_type=kind, entry_point=entry_point, public_tests=public_tests)
 
     @asynccontextmanager
     async def opened(workflow_id: str, *, write: bool = True) -> AsyncIterator[Canvas]:
@@ -106,10 +144,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
             raise ToolError(f"{error.code.value}: {error.message}") from None
 
     def progress_to(ctx: Context) -> ProgressCallback:
-        async def report(event: ProgressEvent) -> None:
-            await ctx.report_progress(event.completed, event.total, f"{event.phase} {event.node_id} ({event.operator})")
-
-        return report
+        return ToolProgress(ctx.report_progress)
 
     def step(workflow_id: str, result: StepResult) -> WorkflowStep:
         return WorkflowStep(workflow_id=workflow_id, **result.model_dump())
@@ -132,7 +167,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
             observation=observer.turn(state.task, view, None),
         )
 
-    @server.tool(annotations=EDIT)
+    @tool("Create workflow", CREATES)
     async def create_workflow(
         task: Annotated[str, Field(description="the problem the workflow must solve")],
         task_type: Annotated[TaskTypeInput, Field(description="math, code, qa, general, or auto")] = "auto",
@@ -144,7 +179,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         state = CanvasState(task=task_from(task, task_type, entry_point, public_tests), options=options_from(options))
         return await created(state, "Workflow created. Add operators (act or the typed tools), then finish.")
 
-    @server.tool(annotations=EDIT)
+    @tool("Act: one Flow-Director turn", DESTRUCTIVE_AND_RUNS)
     async def act(
         workflow_id: WorkflowId,
         text: Annotated[
@@ -156,7 +191,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.act(text, progress_to(ctx)))
 
-    @server.tool(annotations=EDIT)
+    @tool("Add operator", ADDS_AND_RUNS)
     async def add_operator(
         workflow_id: WorkflowId,
         operator: OperatorName,
@@ -169,7 +204,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
 
-    @server.tool(annotations=EDIT)
+    @tool("Add structure (parallel, conditional, loop)", ADDS_AND_RUNS)
     async def add_structure(
         workflow_id: WorkflowId,
         structure: Annotated[Literal["parallel", "conditional", "loop"], Field(description="the kind of stage")],
@@ -189,7 +224,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @tool("Delete node", DESTRUCTIVE_AND_RUNS)
     async def delete_node(
         workflow_id: WorkflowId,
         node_id: NodeId,
@@ -201,7 +236,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
             action = DeleteNode(node_id=node_id, with_parent=with_parent)
             return step(workflow_id, await canvas.edit(action, progress_to(ctx)))
 
-    @server.tool(annotations=EDIT)
+    @tool("Modify node (replace its operator)", DESTRUCTIVE_AND_RUNS)
     async def modify_node(
         workflow_id: WorkflowId,
         node_id: NodeId,
@@ -214,7 +249,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
             action = ModifyNode(node_id=node_id, operator=operator, prompt=prompt)
             return step(workflow_id, await canvas.edit(action, progress_to(ctx)))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=True))
+    @tool("Set node prompt", OVERWRITES_AND_RUNS)
     async def set_prompt(
         workflow_id: WorkflowId,
         node_id: NodeId,
@@ -225,7 +260,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress_to(ctx)))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=True))
+    @tool("Run workflow", RUNS)
     async def run_workflow(workflow_id: WorkflowId, ctx: Context) -> RunResult:
         """Execute the workflow now (progress notifications per node); no round is used."""
         async with opened(workflow_id) as canvas:
@@ -234,7 +269,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         assert view is not None
         return RunResult(workflow_id=workflow_id, execution=view, trace=report.trace)
 
-    @server.tool(annotations=EDIT)
+    @tool("Finish workflow", DESTRUCTIVE_AND_RUNS)
     async def finish(
         workflow_id: WorkflowId,
         ctx: Context,
@@ -246,18 +281,18 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.finish(answer, progress_to(ctx)))
 
-    @server.tool(annotations=READ_ONLY)
+    @tool("Get workflow", READ_ONLY)
     async def get_workflow(workflow_id: WorkflowId) -> WorkflowDetail:
         """Read the full state: graph, DSL, stats, last result, round, status."""
         async with opened(workflow_id, write=False) as canvas:
             return detail_of(workflow_id, canvas)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool("List operators", READ_ONLY)
     async def list_operators() -> OperatorCatalog:
         """The operator library (names, categories, roles, what each does and when to use it)."""
         return catalog_of(bench)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool("Export workflow", READ_ONLY)
     async def export_workflow(
         workflow_id: WorkflowId,
         format: Annotated[
@@ -270,7 +305,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
                 workflow_id=workflow_id, format=format, content=render_export(canvas.state.graph, format)
             )
 
-    @server.tool(annotations=EDIT)
+    @tool("Import workflow", CREATES)
     async def import_workflow(
         spec: Annotated[str, Field(description="a JSON export or a DSL string")],
         task: Annotated[str, Field(description="the problem the imported workflow is for")],
@@ -286,20 +321,24 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         state = CanvasState(task=task_from(task, task_type, entry_point, public_tests), options=options_from(options))
         rules = CanvasRules(registry, state.options)
         kind = format if format != "auto" else ("json" if spec.lstrip().startswith("{") else "dsl")
-        try:
-            state.graph = import_json(spec, rules) if kind == "json" else import_dsl(spec, rules)
+
+        def parse() -> WorkflowGraph:
+            return import_json(spec, rules) if kind == "json" else import_dsl(spec, rules)
+
+        try:  # in a worker thread: a big spec must not stall the other clients of this server
+            state.graph = await anyio.to_thread.run_sync(parse)
         except CanvasError as error:
             raise ToolError(f"{error.code.value}: {error.message}") from None
         return await created(state, f"Workflow imported from {kind}.")
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @tool("Delete workflow", DELETES)
     async def delete_workflow(workflow_id: WorkflowId) -> Deleted:
         """Delete a workflow and its stored state."""
         if not await bench.delete(workflow_id):
             raise ToolError(f"Unknown workflow_id {workflow_id!r}; list_workflows shows the live ones.")
         return Deleted(workflow_id=workflow_id, deleted=True)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool("List workflows", READ_ONLY)
     async def list_workflows() -> WorkflowList:
         """The workflows this server holds, with status and current DSL."""
         records = await bench.list()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from mcp import MCPError
+from mcp import Client, MCPError
 from mcp.types import INVALID_PARAMS, TextContent, TextResourceContents
 
+from flowsteer_mcp.server.app import FlowSteerServer
 from tests.support.servers import ToolCaller
 
 
@@ -84,6 +85,62 @@ async def test_unknown_workflow_resource_is_an_error(tools: ToolCaller, suffix: 
     assert "Unknown workflow_id 'wf_missing'" in str(raised.value)
 
 
+# Resource not found: -32002 up to spec revision 2025-11-25 (the initialize handshake, which the TypeScript SDK
+# speaks); 2026-07-28 retired that code for -32602 (SEP-2164).
+RESOURCE_NOT_FOUND = -32002
+NOT_FOUND = {"legacy": RESOURCE_NOT_FOUND, "auto": INVALID_PARAMS}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize(
+    "uri", ["flowsteer://nothing", "flowsteer://workflows/wf_missing", "flowsteer://workflows/wf_missing/mermaid"]
+)
+async def test_unknown_resource_is_not_found_not_an_internal_error(app: FlowSteerServer, mode: str, uri: str) -> None:
+    async with Client(app.mcp, mode=mode) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.read_resource(uri)
+    assert raised.value.error.code == NOT_FOUND[mode], raised.value.error
+    assert raised.value.error.data == {"uri": uri}
+
+
+async def test_resources_and_templates_have_titles(tools: ToolCaller) -> None:
+    listed = await tools.client.list_resources()
+    assert [r.title for r in listed.resources] == ["Operator library"]
+    templates = await tools.client.list_resource_templates()
+    assert {t.uri_template: t.title for t in templates.resource_templates} == {
+        "flowsteer://workflows/{workflow_id}": "Workflow state",
+        "flowsteer://workflows/{workflow_id}/mermaid": "Workflow diagram (Mermaid)",
+    }
+
+
+async def test_prompt_arguments_are_described(tools: ToolCaller) -> None:
+    (prompt,) = (await tools.client.list_prompts()).prompts
+    assert prompt.title == "Flow-Director"
+    descriptions = {a.name: a.description for a in prompt.arguments or []}
+    assert set(descriptions) == {"task", "task_type", "finish"}
+    assert all(descriptions.values()), descriptions
+    assert "relaxed" in (descriptions["finish"] or "")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize(
+    ("name", "arguments", "phrase"),
+    [
+        ("flow_director", {}, "missing required argument(s): `task`"),
+        ("flow_director", {"task_type": "math"}, "missing required argument(s): `task`"),
+        ("flow_directorr", {"task": "What is 17 * 23?"}, "Unknown prompt 'flow_directorr'"),
+    ],
+)
+async def test_missing_prompt_argument_and_unknown_prompt_are_invalid_params(
+    app: FlowSteerServer, mode: str, name: str, arguments: dict[str, str], phrase: str
+) -> None:
+    async with Client(app.mcp, mode=mode) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.get_prompt(name, arguments)
+    assert raised.value.error.code == INVALID_PARAMS, raised.value.error
+    assert phrase in raised.value.error.message
+
+
 async def test_flow_director_prompt(tools: ToolCaller) -> None:
     prompts = {p.name: p for p in (await tools.client.list_prompts()).prompts}
     assert "flow_director" in prompts
@@ -123,6 +180,7 @@ async def test_flow_director_prompt_creates_no_workflow(tools: ToolCaller) -> No
         ({"task": "   "}, "task is empty"),
         ({"task": "What is 17 * 23?", "task_type": "poetry"}, "Unknown task_type 'poetry'"),
         ({"task": "What is 17 * 23?", "finish": "strict"}, "Unknown finish preset 'strict'"),
+        ({"task": "What is \ud800?"}, "unpaired surrogate"),
     ],
 )
 async def test_flow_director_prompt_rejects_bad_arguments_clearly(

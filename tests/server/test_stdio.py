@@ -1,18 +1,24 @@
-"""The issue's acceptance scenario over stdio: the official client drives `python -m flowsteer_mcp --no-executor`."""
+"""The issue's acceptance scenario over stdio: the official client drives `python -m flowsteer_mcp --no-executor`;
+and lines that are not JSON-RPC messages get a JSON-RPC error instead of silence."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCError, JSONRPCRequest
+from pydantic import ValidationError
 
-from tests.support.servers import REPO_ROOT, ToolCaller, server_env
+from tests.support.servers import REPO_ROOT, ToolCaller, server_command, server_env
 
 TARGET = "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
 TARGET_IDS = ["node_1", "node_2", "node_2_p0", "node_2_p1", "node_3", "node_4", "node_4_cond", "node_4_fail", "node_5"]
-
-pytestmark = pytest.mark.slow
 
 
 def stdio_server() -> StdioServerParameters:
@@ -79,6 +85,7 @@ async def build_through_typed_tools(tools: ToolCaller, workflow_id: str) -> None
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Format", prompt="Return only the number.")
 
 
+@pytest.mark.slow
 async def test_done_when_scenario_over_stdio() -> None:
     async with Client(stdio_server()) as client:
         tools = ToolCaller(client)
@@ -130,3 +137,81 @@ async def test_done_when_scenario_over_stdio() -> None:
         assert finished["final_answer"] is None  # nothing was executed, and a claim is never an answer
         listed = {w["workflow_id"]: w["status"] for w in (await tools.ok("list_workflows"))["workflows"]}
         assert listed == {by_act: "finished", by_tools: "building"}
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+}
+
+
+@pytest.mark.slow
+def test_malformed_lines_over_stdio_get_json_rpc_errors() -> None:
+    """JSON-RPC 2.0: -32700 with id null for text that is not JSON, -32600 for JSON that is not a message."""
+    lines = ["{this is not json", "", json.dumps({"jsonrpc": "2.0", "id": 7}), "[1, 2]", json.dumps(INITIALIZE)]
+    done = subprocess.run(
+        server_command("--no-executor", "--log-level", "WARNING"),
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=server_env(),
+        timeout=60,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        (None, -32700),
+        (7, -32600),
+        (None, -32600),
+        (1, None),
+    ], done.stdout + done.stderr
+    assert answers[0]["error"]["message"].startswith("Parse error")
+    assert answers[-1]["result"]["serverInfo"]["name"] == "flowsteer", "the connection keeps working"
+
+
+def rejected_line(line: str) -> ValidationError:
+    """What the SDK's stdio transport puts on the read stream for a line it cannot parse."""
+    from mcp_types import jsonrpc_message_adapter
+
+    with pytest.raises(ValidationError) as raised:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)
+    return raised.value
+
+
+async def relay(items: list[Any]) -> tuple[list[Any], list[SessionMessage]]:
+    """Run `answer_malformed` over `items`: what reached the server loop, and what was answered directly."""
+    from flowsteer_mcp.server.stdio import answer_malformed
+
+    inbound_send, inbound = anyio.create_memory_object_stream[Any](len(items))
+    relay_send, relay_receive = anyio.create_memory_object_stream[Any](len(items))
+    outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](len(items))
+    for item in items:
+        await inbound_send.send(item)
+    inbound_send.close()
+    await answer_malformed(inbound, relay_send, outbound)
+    outbound.close()
+    return [item async for item in relay_receive], [message async for message in outbound_receive]
+
+
+async def test_the_relay_answers_rejected_lines_and_passes_messages_on() -> None:
+    message = SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=3, method="ping"))
+    passed, answered = await relay(
+        [
+            rejected_line("not json"),
+            message,
+            rejected_line("   "),
+            rejected_line('{"jsonrpc": "2.0", "id": "a", "method": 5}'),
+            rejected_line('{"jsonrpc": "2.0", "id": true}'),
+            RuntimeError("some other transport trouble"),
+        ]
+    )
+    assert passed == [message]
+    errors = [m.message for m in answered]
+    assert all(isinstance(e, JSONRPCError) for e in errors)
+    assert [(e.id, e.error.code) for e in errors if isinstance(e, JSONRPCError)] == [
+        (None, -32700),
+        ("a", -32600),
+        (None, -32600),
+    ]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
+from mcp.client.client import ConnectMode
+from mcp.types import INVALID_PARAMS
 
 from flowsteer_mcp.server import ServerSettings
+from flowsteer_mcp.server.app import FlowSteerServer
 from tests.server.conftest import Connect
 from tests.support.servers import ToolCaller
 
@@ -23,6 +28,20 @@ ADVERTISED = {
     "Aggregate": "ensemble",
     "Format": "formatting",
 }
+
+# Tools that may run the workflow, and so call the executor LLM.
+EXECUTING = {
+    "act",
+    "add_operator",
+    "add_structure",
+    "delete_node",
+    "modify_node",
+    "set_prompt",
+    "run_workflow",
+    "finish",
+}
+# Models defined outside the MCP layer's result types (graph stats, traces, task, episode end): not checked here.
+FIELDS_DESCRIBED_ELSEWHERE = {"GraphStats", "NodeTrace", "TaskSpec", "EpisodeEnd", "FinishPolicy"}
 
 
 async def workflow_ids(tools: ToolCaller) -> list[str]:
@@ -199,12 +218,112 @@ async def test_tool_annotations_mark_read_only_and_destructive_tools(tools: Tool
     hints = {name: tool.annotations for name, tool in listed.items() if tool.annotations is not None}
     assert set(hints) == set(listed)
     read_only = {name for name, hint in hints.items() if hint.read_only_hint}
-    destructive = {name for name, hint in hints.items() if hint.destructive_hint}
     assert read_only == {"get_workflow", "list_operators", "export_workflow", "list_workflows"}
-    assert destructive == {"delete_node", "delete_workflow"}
+    writers = {name: hint for name, hint in hints.items() if name not in read_only}
+    assert all(hint.destructive_hint is not None for hint in writers.values()), "unset means destructive"
+    destructive = {name for name, hint in writers.items() if hint.destructive_hint}
+    assert destructive == {"act", "delete_node", "modify_node", "set_prompt", "finish", "delete_workflow"}
+    open_world = {name for name, hint in hints.items() if hint.open_world_hint is not False}
+    assert open_world == EXECUTING, "only tools that may call the executor LLM are open world"
     assert hints["set_prompt"].idempotent_hint is True
     assert listed["act"].output_schema is not None
     assert "workflow_id" in listed["act"].input_schema["required"]
+
+
+async def test_every_tool_has_a_human_title(tools: ToolCaller) -> None:
+    listed = (await tools.client.list_tools()).tools
+    titles = {tool.name: tool.title for tool in listed}
+    assert all(title and title[0].isupper() and "_" not in title for title in titles.values()), titles
+    assert titles["modify_node"] == "Modify node (replace its operator)"
+
+
+def described_fields(schema: dict[str, Any]) -> dict[str, bool]:
+    """Every property of the schema and its $defs, and whether it carries a description."""
+    found: dict[str, bool] = {}
+    for owner, node in [("", schema), *schema.get("$defs", {}).items()]:
+        for name, prop in node.get("properties", {}).items():
+            found[f"{owner}.{name}"] = bool(prop.get("description"))
+    return found
+
+
+@pytest.mark.parametrize("tool", ["act", "create_workflow", "run_workflow", "get_workflow", "list_workflows"])
+async def test_output_schemas_describe_the_step_result_fields(tools: ToolCaller, tool: str) -> None:
+    listed = {t.name: t for t in (await tools.client.list_tools()).tools}
+    schema = listed[tool].output_schema
+    assert schema is not None
+    fields = described_fields(schema)
+    ours = {k: v for k, v in fields.items() if k.split(".")[0] not in FIELDS_DESCRIBED_ELSEWHERE}
+    assert ours and all(ours.values()), [k for k, v in ours.items() if not v]
+
+
+async def test_step_result_fields_clients_rely_on_are_described(tools: ToolCaller) -> None:
+    listed = {t.name: t for t in (await tools.client.list_tools()).tools}
+    schema = listed["act"].output_schema
+    assert schema is not None
+    for name in ("error_code", "end_reason", "final_answer", "execution"):
+        assert schema["properties"][name]["description"], name
+    execution = schema["$defs"]["ExecutionView"]["properties"]
+    assert all(execution[name]["description"] for name in ("fresh", "duration_s", "cache_hits"))
+    assert "awaiting_prompt" in schema["$defs"]["StateView"]["properties"]["awaiting_prompt_for"]["description"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_unknown_tool_is_invalid_params(app: FlowSteerServer, mode: ConnectMode) -> None:
+    async with Client(app.mcp, mode=mode) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("create_workflo", {"task": "What is 2 + 2?"})
+    assert raised.value.error.code == INVALID_PARAMS
+    assert "Unknown tool 'create_workflo'" in raised.value.error.message
+    assert "create_workflow" in raised.value.error.message, "the error lists the real tools"
+    assert await app.bench.list() == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("get_workflow", {}, "`workflow_id` is required but missing"),
+        ("get_workflow", {"workflow_id": 3}, "`workflow_id` should be a valid string, got 3 (integer)"),
+        (
+            "export_workflow",
+            {"workflow_id": "wf_x", "format": "yaml"},
+            "`format` should be 'json', 'dsl' or 'mermaid', got \"yaml\" (string)",
+        ),
+        (
+            "create_workflow",
+            {"task": "What is 2 + 2?", "options": {"max_rounds": "many"}},
+            "`options.max_rounds` should be a valid integer",
+        ),
+        (
+            "create_workflow",
+            {"task": "What is 2 + 2?", "options": {"finish": 3}},
+            "`options.finish` should be 'paper' or 'relaxed' or a valid dictionary",
+        ),
+        (
+            "create_workflow",
+            {"task": "What is 2 + 2?", "options": {"turbo": True}},
+            "`options.turbo` is not a known field",
+        ),
+        (
+            "add_structure",
+            {"workflow_id": "wf_x", "structure": "parallel", "operators": ["Plan", 7]},
+            "`operators[1]` should be a valid string, got 7 (integer)",
+        ),
+    ],
+)
+async def test_invalid_arguments_get_a_short_actionable_message(
+    tools: ToolCaller, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    message = await tools.error(tool, **arguments)
+    assert message.startswith(f"Error executing tool {tool}: invalid arguments: "), message
+    assert expected in message, message
+    assert "pydantic" not in message and "http" not in message and "[type=" not in message, message
+    assert "\n" not in message, "one line"
+
+
+async def test_a_long_wrong_value_is_not_echoed_whole(tools: ToolCaller) -> None:
+    message = await tools.error("get_workflow", workflow_id=["x" * 5000])
+    assert len(message) < 300, message
+    assert "got an array of 1 item(s)" in message
 
 
 async def test_get_workflow_of_an_unknown_id_is_an_actionable_error(tools: ToolCaller) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from mcp.types import TextContent
 
+from flowsteer_mcp.canvas.execution import ProgressEvent
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.server import ServerSettings, build_server
@@ -38,26 +39,43 @@ def answer(text: str) -> Any:
     return scripted
 
 
+Progress = tuple[float, float | None, str | None]
+
+
+def progress_recorder() -> tuple[list[Progress], Any]:
+    events: list[Progress] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        events.append((progress, total, message))
+
+    return events, on_progress
+
+
+def assert_strictly_increasing(events: list[Progress]) -> None:
+    """The MCP spec: `progress` increases with every notification of a request, and never passes `total`."""
+    values = [progress for progress, _, _ in events]
+    assert values == sorted(set(values)), f"progress must strictly increase: {values}"
+    assert all(total is None or progress <= total for progress, total, _ in events), events
+
+
 async def test_run_workflow_streams_progress_per_operator_node(tools: ToolCaller, executor: ScriptedExecutor) -> None:
     workflow_id = await tools.create()
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Plan")
     await tools.ok("add_structure", workflow_id=workflow_id, structure="parallel", operators=["Programmer", "Custom"])
     before = await tools.snapshot(workflow_id)
-    events: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        events.append((progress, total, message))
+    events, on_progress = progress_recorder()
 
     result = await tools.client.call_tool("run_workflow", {"workflow_id": workflow_id}, progress_callback=on_progress)
     assert not result.is_error, result_text(result)
     assert events == [
-        (0, 3, "started node_1 (Plan)"),
-        (1, 3, "finished node_1 (Plan)"),
-        (1, 3, "started node_2_p0 (Programmer)"),
-        (2, 3, "finished node_2_p0 (Programmer)"),
-        (2, 3, "started node_2_p1 (Custom)"),
-        (3, 3, "finished node_2_p1 (Custom)"),
+        (1, 6, "started node_1 (Plan); 0/3 operator calls done"),
+        (2, 6, "finished node_1 (Plan); 1/3 operator calls done"),
+        (3, 6, "started node_2_p0 (Programmer); 1/3 operator calls done"),
+        (4, 6, "finished node_2_p0 (Programmer); 2/3 operator calls done"),
+        (5, 6, "started node_2_p1 (Custom); 2/3 operator calls done"),
+        (6, 6, "finished node_2_p1 (Custom); 3/3 operator calls done"),
     ]
+    assert_strictly_increasing(events)
     run = result.structured_content
     assert run is not None
     assert run["execution"]["ok"] is True and run["execution"]["output"] == "Plan -> [Programmer, Custom]"
@@ -70,17 +88,60 @@ async def test_run_workflow_streams_progress_per_operator_node(tools: ToolCaller
 
 async def test_edits_report_progress_too(tools: ToolCaller) -> None:
     workflow_id = await tools.create()
-    messages: list[str | None] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        messages.append(message)
+    events, on_progress = progress_recorder()
 
     text = "<action>add</action><operator>Custom</operator><prompt>Solve it carefully.</prompt>"
     result = await tools.client.call_tool(
         "act", {"workflow_id": workflow_id, "text": text}, progress_callback=on_progress
     )
     assert not result.is_error
-    assert messages == ["started node_1 (Custom)", "finished node_1 (Custom)"]
+    assert [message for _, _, message in events] == [
+        "started node_1 (Custom); 0/1 operator calls done",
+        "finished node_1 (Custom); 1/1 operator calls done",
+    ]
+    assert_strictly_increasing(events)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("finish", {}),
+        ("act", {"text": "<action>finish</action>"}),
+    ],
+)
+async def test_a_finish_that_executes_reports_progress(
+    tools: ToolCaller, executor: ScriptedExecutor, tool: str, arguments: dict[str, str]
+) -> None:
+    workflow_id = await tools.create(options={"finish": "relaxed", "execute_each_step": False})
+    await tools.ok("add_structure", workflow_id=workflow_id, structure="parallel", operators=["Programmer", "Custom"])
+    events, on_progress = progress_recorder()
+
+    result = await tools.client.call_tool(
+        tool, {"workflow_id": workflow_id, **arguments}, progress_callback=on_progress
+    )
+    assert not result.is_error, result_text(result)
+    assert executor.dsls == ["[Programmer, Custom]"], "finish ran the workflow, which had not run yet"
+    assert [progress for progress, _, _ in events] == [1, 2, 3, 4]
+    assert_strictly_increasing(events)
+
+
+async def test_progress_numbers_events_even_when_parallel_branches_start_together() -> None:
+    """The engine reports a parallel stage as started, started, finished, finished: `completed` repeats."""
+    from flowsteer_mcp.server.progress import ToolProgress
+
+    sent: list[Progress] = []
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        sent.append((progress, total, message))
+
+    progress = ToolProgress(report)
+    for node, phase, completed in [("p0", "started", 0), ("p1", "started", 0), ("p0", "finished", 1)]:
+        await progress(ProgressEvent(node_id=node, operator="Custom", phase=phase, completed=completed, total=2))
+    await progress(ProgressEvent(node_id="p1", operator="Custom", phase="finished", completed=2, total=2))
+    await progress(ProgressEvent(node_id="extra", operator="Custom", phase="started", completed=2, total=2))
+    assert [(p, t) for p, t, _ in sent] == [(1, 4), (2, 4), (3, 4), (4, 4), (5, 5)]
+    await progress(ProgressEvent(node_id="unknown", operator="Custom", phase="started", completed=0, total=0))
+    assert sent[-1][:2] == (6, None), "no plan, no total"
 
 
 async def test_run_of_an_empty_workflow(tools: ToolCaller, executor: ScriptedExecutor) -> None:

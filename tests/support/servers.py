@@ -8,7 +8,9 @@ loopback port, waits until it accepts connections, and is always stopped by its 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -108,19 +110,81 @@ def server_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "flowsteer_mcp", *args]
 
 
-class HttpServerProcess:
-    """A `flowsteer-mcp --transport http` subprocess on a free loopback port (a context manager)."""
+def flowsteer_mcp_script() -> Path:
+    """The installed `flowsteer-mcp` console script of the interpreter running the tests (as the README runs it)."""
+    script = Path(sys.executable).with_name("flowsteer-mcp")
+    return script if script.exists() else Path(shutil.which("flowsteer-mcp") or script)
 
-    def __init__(self, *args: str, env: Mapping[str, str] | None = None, port: int | None = None) -> None:
+
+def connect_address(bind_host: str) -> str:
+    """An address a client on this machine reaches a server bound to `bind_host` with (no brackets)."""
+    bare = bind_host[1:-1] if bind_host.startswith("[") and bind_host.endswith("]") else bind_host
+    return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bare, bare)
+
+
+def mcp_url(host: str, port: int, path: str = "/mcp") -> str:
+    """`http://HOST:PORT/mcp`, with an IPv6 address in brackets."""
+    bare = connect_address(host)
+    shown = f"[{ipaddress.ip_address(bare)}]" if ":" in bare else bare
+    return f"http://{shown}:{port}{path}"
+
+
+def own_non_loopback_ipv4() -> str | None:
+    """This machine's own non-loopback IPv4 address (its host name's, else the first global one `ip` lists)."""
+    candidates: list[str] = []
+    with suppress(OSError):
+        candidates.append(socket.gethostbyname(socket.gethostname()))
+    if ip := shutil.which("ip"):
+        listed = subprocess.run([ip, "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True)
+        candidates += [field.split("/")[0] for line in listed.stdout.splitlines() for field in line.split()[3:4]]
+    for candidate in candidates:
+        try:
+            if not ipaddress.ip_address(candidate).is_loopback:
+                return candidate
+        except ValueError:
+            continue
+    return None
+
+
+def ipv6_loopback_available() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+class HttpServerProcess:
+    """A `flowsteer-mcp --transport http` subprocess on a free port (a context manager).
+
+    By default it runs `python -m flowsteer_mcp --transport http --host 127.0.0.1 --port PORT ... *args`;
+    `host` binds elsewhere, and `command` replaces the whole command line (e.g. the README's, verbatim).
+    """
+
+    def __init__(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        command: Sequence[str] | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.args: Sequence[str] = args
+        self.host = host
+        self.command = command
         self.env = server_env(env)
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - outlives __init__; closed by __exit__
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return mcp_url(self.host, self.port)
+
+    def url_via(self, host: str) -> str:
+        """The endpoint as reached through another name or address of this machine."""
+        return mcp_url(host, self.port)
 
     @property
     def pid(self) -> int:
@@ -128,8 +192,20 @@ class HttpServerProcess:
         return self.process.pid
 
     def start(self) -> HttpServerProcess:
-        command = server_command(
-            "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "WARNING", *self.args
+        command = (
+            list(self.command)
+            if self.command
+            else server_command(
+                "--transport",
+                "http",
+                "--host",
+                self.host,
+                "--port",
+                str(self.port),
+                "--log-level",
+                "WARNING",
+                *self.args,
+            )
         )
         self.process = subprocess.Popen(
             command, cwd=REPO_ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr
@@ -144,7 +220,7 @@ class HttpServerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode} before listening:\n{self.logs()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((connect_address(self.host), self.port), timeout=0.2):
                     return
             except OSError:
                 time.sleep(0.05)
@@ -180,11 +256,14 @@ class HttpServerProcess:
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str | None = None) -> AsyncIterator[Client]:
-    """An MCP client over streamable HTTP, sending `Authorization: Bearer <token>` when a token is given."""
-    headers = {"Authorization": f"Bearer {token}"} if token else None
+async def http_client(
+    url: str, token: str | None = None, *, headers: Mapping[str, str] | None = None
+) -> AsyncIterator[Client]:
+    """An MCP client over streamable HTTP, sending `Authorization: Bearer <token>` when a token is given
+    (or exactly `headers`, e.g. those of a client configuration)."""
+    sent = dict(headers or {}) | ({"Authorization": f"Bearer {token}"} if token else {})
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=MCP_HTTP_TIMEOUT) as http,
+        httpx2.AsyncClient(headers=sent or None, timeout=MCP_HTTP_TIMEOUT) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
         yield client

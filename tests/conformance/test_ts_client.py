@@ -1,0 +1,153 @@
+"""The server as a client in another language sees it: the official TypeScript MCP SDK (tests/conformance/ts).
+
+`client.mjs` runs the same script over stdio (`flowsteer-mcp --no-executor`) and over streamable HTTP with a
+bearer token and a scripted executor (so workflows really run and report progress), and prints a JSON summary.
+Node is required: a missing `node` fails here; set FLOWSTEER_SKIP_NODE=1 to skip on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.servers import REPO_ROOT, HttpServerProcess, server_command, server_env
+
+pytestmark = pytest.mark.slow
+
+TS_DIR = REPO_ROOT / "tests" / "conformance" / "ts"
+CLIENT_TIMEOUT_S = 180
+
+SCRIPTED_EXECUTOR = """
+[executor]
+model = "script"
+
+[models.script]
+backend = "scripted"
+default_reply = "Final answer: 391"
+"""
+
+# What each tool claims (readOnly, destructive, idempotent, openWorld); see the reasoning in server/tools.py.
+ANNOTATIONS: dict[str, tuple[bool, bool | None, bool, bool]] = {
+    "create_workflow": (False, False, False, False),
+    "import_workflow": (False, False, False, False),
+    "act": (False, True, False, True),
+    "add_operator": (False, False, False, True),
+    "add_structure": (False, False, False, True),
+    "delete_node": (False, True, False, True),
+    "modify_node": (False, True, False, True),
+    "set_prompt": (False, True, True, True),
+    "run_workflow": (False, False, True, True),
+    "finish": (False, True, False, True),
+    "get_workflow": (True, None, True, False),
+    "list_operators": (True, None, True, False),
+    "export_workflow": (True, None, True, False),
+    "list_workflows": (True, None, True, False),
+    "delete_workflow": (False, True, True, False),
+}
+
+
+def node() -> str:
+    if os.environ.get("FLOWSTEER_SKIP_NODE") == "1":
+        pytest.skip("FLOWSTEER_SKIP_NODE=1: the TypeScript conformance client is skipped on request")
+    found = shutil.which("node")
+    assert found, "node is required for the conformance test (or set FLOWSTEER_SKIP_NODE=1 to skip it explicitly)"
+    assert (TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir(), (
+        "the TypeScript SDK is not installed: run `make conformance-deps` (npm ci --prefix tests/conformance/ts)"
+    )
+    return found
+
+
+def flowsteer_mcp() -> list[str]:
+    """The installed `flowsteer-mcp` command next to this interpreter, as clients configure it."""
+    script = Path(sys.executable).with_name("flowsteer-mcp")
+    return [str(script)] if script.exists() else server_command()
+
+
+def run_client(*args: str, env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [node(), str(TS_DIR / "client.mjs"), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=CLIENT_TIMEOUT_S,
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"the client printed nothing (exit {done.returncode}):\n{done.stderr}"
+    summary: dict[str, Any] = json.loads(lines[-1])
+    assert summary.get("crash") is None, f"{summary['crash']}\n{done.stderr}"
+    failed = [c for c in summary["checks"] if not c["ok"]]
+    assert failed == [], failed
+    assert done.returncode == 0, done.stderr
+    return summary
+
+
+def assert_conformant(summary: dict[str, Any], *, executes: bool) -> None:
+    assert summary["server"]["info"]["name"] == "flowsteer"
+    tools = summary["tools"]
+    claimed = {
+        name: tuple(
+            tool["annotations"].get(hint)
+            for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+        )
+        for name, tool in tools.items()
+    }
+    assert claimed == ANNOTATIONS
+    assert all(tool["title"] and tool["outputSchema"] for tool in tools.values())
+
+    trip = summary["roundTrip"]
+    assert (trip["dsl"], trip["round"], trip["finished"], trip["endReason"]) == (
+        "Plan -> [Custom, Custom]",
+        3,
+        True,
+        "finished",
+    )
+    errors = summary["errors"]
+    assert {name: error.get("code") for name, error in errors.items() if name != "invalidArguments"} == {
+        "unknownTool": -32602,
+        "missingPromptArgument": -32602,
+        "unknownPrompt": -32602,
+        "unknownResource": -32002,  # the TypeScript SDK speaks 2025-11-25: "Resource not found"
+        "unknownWorkflowResource": -32002,
+    }
+    invalid = errors["invalidArguments"]
+    assert invalid["isError"] is True
+    assert invalid["text"].startswith(
+        "Error executing tool get_workflow: invalid arguments: `workflow_id` should be a valid string"
+    )
+    assert "pydantic" not in invalid["text"]
+
+    progress = summary["progress"]
+    if executes:
+        assert trip["runStatus"] == "ok"
+        run = progress["run_workflow"]
+        assert [event["progress"] for event in run] == [1, 2, 3, 4, 5, 6], run
+        assert {event["total"] for event in run} == {6}
+        assert [event["progress"] for event in progress["act"]] == [1, 2]
+    else:
+        assert trip["runStatus"] == "no_executor"
+        assert progress == {"act": [], "add_structure": [], "run_workflow": []}
+
+
+def test_typescript_client_over_stdio() -> None:
+    summary = run_client("stdio", *flowsteer_mcp(), "--no-executor", "--log-level", "WARNING", env=server_env())
+    assert summary["transport"] == "stdio"
+    assert_conformant(summary, executes=False)
+
+
+def test_typescript_client_over_http_with_a_token(tmp_path: Path) -> None:
+    config = tmp_path / "executor.toml"
+    config.write_text(SCRIPTED_EXECUTOR)
+    token = secrets.token_urlsafe(32)
+    with HttpServerProcess("--config", str(config), env={"FLOWSTEER_MCP_TOKEN": token}) as server:
+        summary = run_client("http", server.url, env=server_env({"FLOWSTEER_MCP_TOKEN": token}))
+    assert summary["transport"] == "http"
+    assert_conformant(summary, executes=True)
