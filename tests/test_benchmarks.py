@@ -1,0 +1,66 @@
+"""Benchmarks cannot rot silently: a benchmark whose runs fail exits non-zero and prints no figure."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SMALL_ROLLOUT = ["--trajectories", "8", "--group-size", "4", "--concurrency", "4", "--tail-share", "0"]
+
+
+def _guard() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_guard", BENCHMARKS / "_guard.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_report_with_a_failed_run_exits_non_zero_and_prints_no_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    guard = _guard()
+    report = guard.BenchmarkReport("demo")
+    report.line("throughput ratio: 2.00x")
+    report.require(True, "never shown")
+    report.fail("schedule b: 3 of 4 runs failed")
+    with pytest.raises(SystemExit) as exited:
+        report.publish()
+    assert exited.value.code == guard.FAILED_RUNS_EXIT != 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "schedule b: 3 of 4 runs failed" in err and "never shown" not in err and "ratio" not in err
+
+
+def test_report_without_failures_prints_its_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _guard().BenchmarkReport("demo")
+    report.line("throughput ratio: 2.00x")
+    report.publish()
+    assert capsys.readouterr().out == "throughput ratio: 2.00x\n"
+
+
+@pytest.mark.slow
+def test_rollout_benchmark_runs_both_schedules_without_failures() -> None:
+    """Regression: the round-synchronous director's copied `_round` signature failed all its trajectories."""
+    done = _bench("rollout_throughput.py", *SMALL_ROLLOUT, "--latency", "0.01", "--executor-hold", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "trajectory_failed" not in done.stdout + done.stderr  # structlog writes its warnings to stdout
+    assert "round-synchronous" in done.stdout and "throughput ratio" in done.stdout
+
+
+@pytest.mark.slow
+def test_rollout_benchmark_whose_trajectories_fail_exits_non_zero_without_a_ratio() -> None:
+    done = _bench("rollout_throughput.py", *SMALL_ROLLOUT, "--latency", "0.05", "--trajectory-timeout", "0.001")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "ratio" not in done.stdout and "trajectories/min" not in done.stdout
+    assert "no figures printed" in done.stderr and "trajectories failed" in done.stderr
