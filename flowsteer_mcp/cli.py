@@ -39,6 +39,12 @@ def _server_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-workflows", type=int, default=1000)
     parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
+    parser.add_argument(
+        "--persistent-ttl",
+        type=float,
+        default=None,
+        help="seconds without an edit before a stored (sqlite) workflow is deleted (default 30 days; 0 = never)",
+    )
     parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
     return parser
 
@@ -89,6 +95,7 @@ def mcp_main(argv: list[str] | None = None) -> int:
             max_workflows=args.max_workflows,
             workflow_ttl_s=args.ttl,
             allowed_hosts=args.allowed_host,
+            **({} if args.persistent_ttl is None else {"persistent_ttl_s": args.persistent_ttl or None}),
         )
         registry = default_registry()
         executor = NoExecutor() if args.no_executor else build_executor(registry, args.config)

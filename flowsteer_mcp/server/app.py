@@ -77,6 +77,7 @@ def build_server(
         executor or NoExecutor(),
         max_workflows=settings.max_workflows,
         ttl_s=settings.workflow_ttl_s,
+        persistent_ttl_s=settings.persistent_ttl_s,
     )
     observer = observer or ObservationBuilder.default()
     server = MCPServer(

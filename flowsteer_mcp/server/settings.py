@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from flowsteer_mcp.canvas.options import CanvasLimits
 from flowsteer_mcp.server.auth import token_problem
 from flowsteer_mcp.server.host_policy import allowed_host_name, canonical_name, is_loopback_name
+from flowsteer_mcp.server.workbench import DEFAULT_PERSISTENT_TTL_S
 
 
 class ServerSettings(BaseModel):
@@ -15,6 +16,8 @@ class ServerSettings(BaseModel):
     store: str = "memory"  # "memory" or "sqlite:PATH"
     max_workflows: int = Field(default=1000, ge=1)
     workflow_ttl_s: float = Field(default=3600.0, gt=0)  # idle in-memory workflows expire after this
+    # persistent workflows not edited for this long are deleted by the sweep; None keeps them forever
+    persistent_ttl_s: float | None = Field(default=DEFAULT_PERSISTENT_TTL_S, gt=0)
     max_rounds_cap: int = Field(default=200, ge=1)
     max_task_chars: int = Field(default=100_000, ge=1)
     max_import_chars: int = Field(default=500_000, ge=1)

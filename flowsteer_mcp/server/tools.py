@@ -52,7 +52,7 @@ from flowsteer_mcp.server.results import (
     WorkflowSummary,
 )
 from flowsteer_mcp.server.settings import ServerSettings
-from flowsteer_mcp.server.workbench import Workbench, WorkbenchFull, WorkflowNotFound
+from flowsteer_mcp.server.workbench import Workbench, WorkbenchFull, WorkflowNotFound, WorkflowNotSaved
 
 WorkflowId = Annotated[str, Field(min_length=1, max_length=64, description="handle returned by create_workflow")]
 NodeId = Annotated[str, Field(min_length=1, max_length=64, description="a node id such as node_3 or node_2_p0")]
@@ -142,6 +142,8 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
             ) from None
         except CanvasError as error:
             raise ToolError(f"{error.code.value}: {error.message}") from None
+        except WorkflowNotSaved as error:
+            raise ToolError(str(error)) from None
 
     def progress_to(ctx: Context) -> ProgressCallback:
         return ToolProgress(ctx.report_progress)
@@ -152,7 +154,7 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
     async def created(state: CanvasState, message: str) -> CreatedWorkflow:
         try:
             workflow_id, canvas = await bench.create(state)
-        except WorkbenchFull as error:
+        except (WorkbenchFull, WorkflowNotSaved) as error:
             raise ToolError(str(error)) from None
         view = canvas.view()
         feedback = canvas.feedback(message)

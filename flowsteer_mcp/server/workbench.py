@@ -1,8 +1,14 @@
-"""The workbench: all live workflows of a server, with per-workflow locks, limits and idle expiry.
+"""The workbench: all live workflows of a server, with per-workflow locks, limits and expiry.
 
-Operations on one workflow are serialised by its lock; different workflows proceed concurrently. A
-mutating operation writes the new state to the store before it returns, so what a client saw acknowledged
-is what a restart (with a persistent store) brings back.
+Operations on one workflow are serialised by its lock; different workflows proceed concurrently. A caller
+works on a copy of the state, and the live state is replaced only once the store has accepted the new one:
+memory and store change together or not at all. So what a client saw acknowledged is what a restart (with a
+persistent store) brings back, and a refused write leaves the workflow exactly as it was, still usable.
+
+Expiry: a workflow unused (neither read nor edited) for `ttl_s` leaves the cache; from a memory store it is
+deleted then. A persistent workflow is deleted once unedited for `persistent_ttl_s` (None keeps it until
+delete_workflow). A workflow in use is never expired under its holder. The lock table holds only workflows
+that some task holds or waits for, so unknown, deleted and expired ids leave nothing behind.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from operators.registry import OperatorRegistry
 
 log = structlog.get_logger(__name__)
 
+DEFAULT_PERSISTENT_TTL_S = 30 * 86_400.0  # a month without an edit
+_REASON_CHARS = 300
+
 
 class WorkflowNotFound(LookupError):
     pass
@@ -32,11 +41,20 @@ class WorkbenchFull(RuntimeError):
     pass
 
 
+class WorkflowNotSaved(RuntimeError):
+    """The store refused a new state; the workflow (or the workbench, for a create) is exactly as before."""
+
+
 @dataclass
 class _Entry:
-    record: StoredWorkflow
-    last_used: float
+    record: StoredWorkflow  # the committed state: replaced whole after each accepted write, never mutated
+    last_used: float  # `clock` time of the last read or edit
+
+
+@dataclass
+class _LockSlot:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0  # tasks holding or waiting for the lock; the slot is dropped when it reaches 0
 
 
 class Workbench:
@@ -48,37 +66,112 @@ class Workbench:
         *,
         max_workflows: int,
         ttl_s: float,
+        persistent_ttl_s: float | None = DEFAULT_PERSISTENT_TTL_S,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.registry = registry
         self.executor = executor
         self.max_workflows = max_workflows
         self.ttl_s = ttl_s
-        self._clock = clock
+        self.persistent_ttl_s = persistent_ttl_s
+        self._clock = clock  # idle time in the cache
+        self._wall_clock = wall_clock  # stored timestamps (they outlive the process)
         self._live: dict[str, _Entry] = {}
-        self._locks: dict[str, anyio.Lock] = {}
+        self._locks: dict[str, _LockSlot] = {}
+        self._admission = anyio.Lock()  # makes count-then-put in `create` one step, so max_workflows is exact
 
-    def _lock(self, workflow_id: str) -> anyio.Lock:
-        lock = self._locks.get(workflow_id)
-        if lock is None:
-            lock = self._locks[workflow_id] = anyio.Lock()
-        return lock
+    @property
+    def live_count(self) -> int:
+        """Workflows cached in memory."""
+        return len(self._live)
 
+    @property
+    def lock_count(self) -> int:
+        """Workflows some task holds or waits for (0 when the server is idle)."""
+        return len(self._locks)
+
+    # ----- locking ---------------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _locked(self, workflow_id: str) -> AsyncIterator[None]:
+        slot = self._locks.get(workflow_id)
+        if slot is None:
+            slot = self._locks[workflow_id] = _LockSlot()
+        slot.users += 1
+        try:
+            async with slot.lock:
+                yield
+        finally:
+            slot.users -= 1
+            if slot.users == 0:
+                del self._locks[workflow_id]
+
+    def _in_use(self, workflow_id: str) -> bool:
+        return workflow_id in self._locks
+
+    # ----- operations --------------------------------------------------------------------------------------
     async def create(self, state: CanvasState) -> tuple[str, Canvas]:
-        await self.sweep()
-        if await self.store.count() >= self.max_workflows:
-            raise WorkbenchFull(
-                f"This server already holds {self.max_workflows} workflows; delete finished ones with delete_workflow."
-            )
-        workflow_id = "wf_" + secrets.token_hex(8)
-        now = time.time()
-        record = StoredWorkflow(workflow_id=workflow_id, state=state, created_at=now, updated_at=now)
-        await self.store.put(record)
-        self._live[workflow_id] = _Entry(record=record, last_used=self._clock())
+        async with self._admission:
+            await self.sweep()
+            if await self.store.count() >= self.max_workflows:
+                raise WorkbenchFull(
+                    f"This server already holds {self.max_workflows} workflows; "
+                    "delete finished ones with delete_workflow."
+                )
+            workflow_id = "wf_" + secrets.token_hex(8)
+            now = self._wall_clock()
+            committed = state.model_copy(deep=True)  # the caller keeps no handle on the live state
+            record = StoredWorkflow(workflow_id=workflow_id, state=committed, created_at=now, updated_at=now)
+            with anyio.CancelScope(shield=True):
+                await self._save(record, "The new workflow could not be saved ({reason}); nothing was created.")
+                self._live[workflow_id] = _Entry(record=record, last_used=self._clock())
         log.info("workflow_created", workflow_id=workflow_id, task_type=state.task.task_type)
-        return workflow_id, Canvas(state, self.registry, self.executor)
+        return workflow_id, Canvas(_working_copy(state), self.registry, self.executor)
 
+    @asynccontextmanager
+    async def open(self, workflow_id: str, *, write: bool = True) -> AsyncIterator[Canvas]:
+        """Lock a workflow and hand out a canvas on a copy of its state; a writing caller's new state is stored
+        and then made live when the body returns normally (an exception discards it). The canvas is the
+        caller's only inside the block."""
+        async with self._locked(workflow_id):
+            entry = await self._entry(workflow_id)
+            canvas = Canvas(_working_copy(entry.record.state), self.registry, self.executor)
+            yield canvas
+            if write:
+                record = entry.record.model_copy(update={"state": canvas.state, "updated_at": self._wall_clock()})
+                with anyio.CancelScope(shield=True):  # a write that started ends with memory and store alike
+                    await self._save(
+                        record,
+                        f"The change to workflow {workflow_id} could not be saved ({{reason}}); nothing changed: "
+                        "the workflow is exactly as before this call and can be used as usual.",
+                    )
+                    entry.record = record
+
+    async def delete(self, workflow_id: str) -> bool:
+        async with self._locked(workflow_id):
+            self._live.pop(workflow_id, None)
+            return await self.store.delete(workflow_id)
+
+    async def list(self) -> list[StoredWorkflow]:
+        await self.sweep()
+        return await self.store.list()
+
+    async def sweep(self) -> int:
+        """Expire unused workflows (see the module docstring); returns how many left the cache or the store."""
+        expired: set[str] = set()
+        now = self._clock()
+        for workflow_id in [w for w, e in self._live.items() if now - e.last_used > self.ttl_s]:
+            if await self._expire_idle(workflow_id):
+                expired.add(workflow_id)
+        if self.store.persistent and self.persistent_ttl_s is not None:
+            cutoff = self._wall_clock() - self.persistent_ttl_s
+            for workflow_id in await self.store.stale(cutoff):
+                if await self._delete_unedited(workflow_id, cutoff):
+                    expired.add(workflow_id)
+        return len(expired)
+
+    # ----- internals -------------------------------------------------------------------------------------
     async def _entry(self, workflow_id: str) -> _Entry:
         entry = self._live.get(workflow_id)
         if entry is None:
@@ -89,42 +182,43 @@ class Workbench:
         entry.last_used = self._clock()
         return entry
 
-    @asynccontextmanager
-    async def open(self, workflow_id: str, *, write: bool = True) -> AsyncIterator[Canvas]:
-        """Lock a workflow and hand out its canvas; on success a writing caller's new state is stored."""
-        async with self._lock(workflow_id):
-            entry = await self._entry(workflow_id)
-            canvas = Canvas(entry.record.state, self.registry, self.executor)
-            try:
-                yield canvas
-            finally:
-                entry.record.state = canvas.state  # the canvas may have restored a snapshot
-            if write:
-                record = entry.record.model_copy(update={"updated_at": time.time()})
-                await self.store.put(record)
-                entry.record = record
+    async def _save(self, record: StoredWorkflow, message: str) -> None:
+        try:
+            await self.store.put(record)
+        except Exception as error:
+            reason = f"{type(error).__name__}: {error}"[:_REASON_CHARS]
+            log.error("workflow_not_saved", workflow_id=record.workflow_id, reason=reason)
+            raise WorkflowNotSaved(message.format(reason=type(error).__name__)) from error
 
-    async def delete(self, workflow_id: str) -> bool:
-        async with self._lock(workflow_id):
-            self._live.pop(workflow_id, None)
-            deleted = await self.store.delete(workflow_id)
-        self._locks.pop(workflow_id, None)
-        return deleted
-
-    async def list(self) -> list[StoredWorkflow]:
-        await self.sweep()
-        return await self.store.list()
-
-    async def sweep(self) -> int:
-        """Expire idle workflows: dropped from a memory store, only evicted from the cache of a persistent one."""
-        now = self._clock()
-        expired = [
-            wid for wid, e in self._live.items() if now - e.last_used > self.ttl_s and not self._lock(wid).locked()
-        ]
-        for workflow_id in expired:
-            self._live.pop(workflow_id, None)
+    async def _expire_idle(self, workflow_id: str) -> bool:
+        if self._in_use(workflow_id):
+            return False
+        async with self._locked(workflow_id):
+            entry = self._live.get(workflow_id)
+            if entry is None or self._clock() - entry.last_used <= self.ttl_s:
+                return False
+            del self._live[workflow_id]
             if not self.store.persistent:
                 await self.store.delete(workflow_id)
-                self._locks.pop(workflow_id, None)
                 log.info("workflow_expired", workflow_id=workflow_id)
-        return len(expired)
+            return True
+
+    async def _delete_unedited(self, workflow_id: str, cutoff: float) -> bool:
+        if self._in_use(workflow_id):
+            return False
+        async with self._locked(workflow_id):
+            entry = self._live.get(workflow_id)
+            if entry is not None and entry.record.updated_at >= cutoff:
+                return False  # edited while the stale list was being read
+            self._live.pop(workflow_id, None)
+            if not await self.store.delete(workflow_id):
+                return False
+            log.info("workflow_expired", workflow_id=workflow_id, persistent=True)
+            return True
+
+
+def _working_copy(state: CanvasState) -> CanvasState:
+    """A copy the canvas may change freely. History entries are shared: the canvas only appends to the list."""
+    working = state.model_copy(update={"history": []}).model_copy(deep=True)
+    working.history = list(state.history)
+    return working

@@ -1,4 +1,10 @@
-"""The store contract. A `put` that returned means the state is durable for that store's notion of durable."""
+"""The store contract. A `put` that returned means the state is durable for that store's notion of durable.
+
+A `put` is all or nothing: when it raises, the store still holds the previous state of that workflow. A
+state's `history` only grows between two puts of one workflow (the canvas appends one entry per step), so a
+store may write just the entries it has not seen; a history that is not an extension of the stored one is
+detected and rewritten whole.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +19,22 @@ from flowsteer_mcp.canvas.session import CanvasState
 class StoredWorkflow(BaseModel):
     workflow_id: str
     state: CanvasState
-    created_at: float
-    updated_at: float
+    created_at: float  # wall-clock seconds (time.time)
+    updated_at: float  # wall-clock seconds of the last acknowledged edit
 
 
 class WorkflowStore(Protocol):
-    persistent: bool  # True when workflows survive a server restart (and so never expire by TTL)
+    persistent: bool  # True when workflows survive a server restart (then only a longer, separate TTL applies)
 
     async def get(self, workflow_id: str) -> StoredWorkflow | None: ...
 
     async def put(self, record: StoredWorkflow) -> None: ...
 
     async def delete(self, workflow_id: str) -> bool: ...
+
+    async def stale(self, updated_before: float) -> list[str]:
+        """Ids of the workflows whose last edit (`updated_at`) is older than `updated_before`."""
+        ...
 
     async def list(self) -> list[StoredWorkflow]: ...
 

@@ -20,6 +20,9 @@ class MemoryStore:
     async def delete(self, workflow_id: str) -> bool:
         return self._records.pop(workflow_id, None) is not None
 
+    async def stale(self, updated_before: float) -> list[str]:
+        return [r.workflow_id for r in self._records.values() if r.updated_at < updated_before]
+
     async def list(self) -> list[StoredWorkflow]:
         return list(self._records.values())
 

@@ -1,29 +1,61 @@
 """SQLite store: every acknowledged edit is committed to a file before the tool call returns.
 
-One connection in WAL mode with `synchronous=FULL`; each `put` is a single-row upsert in its own transaction,
-so a killed server keeps every state it acknowledged and never a half-written one. Calls run in a worker
-thread so the event loop is never blocked on disk.
+Layout (schema version 2): the small part of a state (task, options, graph, pending edit, last result) is one
+row of `workflows`; the append-only step history is one row per step in `history`. A `put` rewrites the small
+row and appends only the steps the file has not seen, so an edit costs the same at round 200 as at round 1
+(rewriting the whole state made each edit slower and the file larger as a workflow aged).
+
+One connection in WAL mode with `synchronous=FULL`; each `put` is one transaction, so a killed server keeps
+every state it acknowledged and never a half-written one. Calls run in a worker thread so the event loop is
+never blocked on disk. A database from before the history table (schema 0: one JSON document per workflow)
+is migrated in place on open, in one transaction; anything else it cannot read is refused with a clear error.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio.to_thread
+import structlog
+from pydantic import TypeAdapter, ValidationError
 
-from flowsteer_mcp.canvas.session import CanvasState
+from flowsteer_mcp.canvas.session import CanvasState, HistoryEntry
 from flowsteer_mcp.store.base import StoredWorkflow
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS workflows (
-    workflow_id TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+log = structlog.get_logger(__name__)
+
+SCHEMA_VERSION = 2
+_LEGACY_COLUMNS = ["workflow_id", "state", "created_at", "updated_at"]
+_TABLES = (
+    """CREATE TABLE workflows (
+        workflow_id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        history_length INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    )""",
+    """CREATE TABLE history (
+        workflow_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        entry TEXT NOT NULL,
+        PRIMARY KEY (workflow_id, seq)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX workflows_updated_at ON workflows (updated_at)",
 )
-"""
+_HISTORY = TypeAdapter(list[HistoryEntry])
+_Row = tuple[str, str, float, float]
+
+
+class StoreSchemaError(ValueError):
+    """The file is not a workflow database this version can read (the server refuses to start)."""
+
+
+def _unusable(path: Path, error: sqlite3.Error) -> StoreSchemaError:
+    return StoreSchemaError(f"cannot open {path} as a workflow database ({error}); pass another --store sqlite:PATH.")
 
 
 class SQLiteStore:
@@ -33,59 +65,170 @@ class SQLiteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute(_SCHEMA)
+        try:
+            self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as error:
+            raise _unusable(path, error) from None
+        try:
+            with self._lock:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=FULL")
+                self._prepare_schema()
+        except sqlite3.DatabaseError as error:
+            self._conn.close()
+            raise _unusable(path, error) from None
+        except BaseException:
+            self._conn.close()
+            raise
 
-    def _row_to_record(self, row: tuple[str, str, float, float]) -> StoredWorkflow:
-        workflow_id, state, created_at, updated_at = row
-        return StoredWorkflow(
-            workflow_id=workflow_id,
-            state=CanvasState.model_validate_json(state),
-            created_at=created_at,
-            updated_at=updated_at,
-        )
+    # ----- schema ------------------------------------------------------------------------------------------
+    def _prepare_schema(self) -> None:
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        tables = {name for (name,) in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if version == SCHEMA_VERSION:
+            return
+        if version != 0:
+            raise StoreSchemaError(
+                f"{self.path} has workflow schema version {version}; this flowsteer-mcp reads version "
+                f"{SCHEMA_VERSION} (and migrates older ones). Use the flowsteer-mcp that wrote it, or another "
+                "--store sqlite:PATH."
+            )
+        if not tables:
+            with self._transaction():
+                self._create_tables()
+            return
+        columns = [row[1] for row in self._conn.execute("PRAGMA table_info(workflows)")]
+        if tables != {"workflows"} or columns != _LEGACY_COLUMNS:
+            raise StoreSchemaError(
+                f"{self.path} is not a FlowSteer workflow database (tables: {', '.join(sorted(tables))}); "
+                "pass another --store sqlite:PATH."
+            )
+        self._migrate_legacy()
+
+    def _create_tables(self) -> None:
+        for statement in _TABLES:
+            self._conn.execute(statement)
+        self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _migrate_legacy(self) -> None:
+        """Schema 0 kept each whole state (history included) in one JSON column: split the history out."""
+        with self._transaction():
+            self._conn.execute("ALTER TABLE workflows RENAME TO legacy_workflows")
+            self._create_tables()
+            rows = self._conn.execute(
+                "SELECT workflow_id, state, created_at, updated_at FROM legacy_workflows"
+            ).fetchall()
+            for workflow_id, state, created_at, updated_at in rows:
+                try:
+                    parsed = CanvasState.model_validate_json(state)
+                except ValidationError as error:
+                    raise StoreSchemaError(
+                        f"{self.path}: workflow {workflow_id} cannot be migrated ({error.error_count()} invalid "
+                        "fields); the file was left unchanged."
+                    ) from None
+                record = StoredWorkflow(
+                    workflow_id=workflow_id, state=parsed, created_at=created_at, updated_at=updated_at
+                )
+                self._write(record)
+            self._conn.execute("DROP TABLE legacy_workflows")
+        log.info("workflow_store_migrated", path=str(self.path), workflows=len(rows), schema=SCHEMA_VERSION)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction (the caller holds `_lock`): committed whole or rolled back whole."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    # ----- reads ---------------------------------------------------------------------------------------------
+    def _assemble(self, row: _Row, entries: Sequence[str]) -> StoredWorkflow:
+        workflow_id, state_json, created_at, updated_at = row
+        state = CanvasState.model_validate_json(state_json)
+        state.history = _HISTORY.validate_json("[" + ",".join(entries) + "]")
+        return StoredWorkflow(workflow_id=workflow_id, state=state, created_at=created_at, updated_at=updated_at)
 
     def _get(self, workflow_id: str) -> StoredWorkflow | None:
         with self._lock:
             row = self._conn.execute(
                 "SELECT workflow_id, state, created_at, updated_at FROM workflows WHERE workflow_id = ?", (workflow_id,)
             ).fetchone()
-        return self._row_to_record(row) if row else None
-
-    def _put(self, record: StoredWorkflow) -> None:
-        payload = record.state.model_dump_json()
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(
-                    "INSERT INTO workflows (workflow_id, state, created_at, updated_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT(workflow_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
-                    (record.workflow_id, payload, record.created_at, record.updated_at),
+            if row is None:
+                return None
+            entries = [
+                entry
+                for (entry,) in self._conn.execute(
+                    "SELECT entry FROM history WHERE workflow_id = ? ORDER BY seq", (workflow_id,)
                 )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-
-    def _delete(self, workflow_id: str) -> bool:
-        with self._lock:
-            cursor = self._conn.execute("DELETE FROM workflows WHERE workflow_id = ?", (workflow_id,))
-        return cursor.rowcount > 0
+            ]
+        return self._assemble(row, entries)
 
     def _list(self) -> list[StoredWorkflow]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT workflow_id, state, created_at, updated_at FROM workflows ORDER BY created_at"
+                "SELECT workflow_id, state, created_at, updated_at FROM workflows ORDER BY created_at, workflow_id"
             ).fetchall()
-        return [self._row_to_record(row) for row in rows]
+            histories: dict[str, list[str]] = {}
+            for workflow_id, entry in self._conn.execute(
+                "SELECT workflow_id, entry FROM history ORDER BY workflow_id, seq"
+            ):
+                histories.setdefault(workflow_id, []).append(entry)
+        return [self._assemble(row, histories.get(row[0], [])) for row in rows]
 
     def _count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM workflows").fetchone()[0])
 
+    def _stale(self, updated_before: float) -> list[str]:
+        with self._lock:
+            rows = self._conn.execute("SELECT workflow_id FROM workflows WHERE updated_at < ?", (updated_before,))
+            return [workflow_id for (workflow_id,) in rows]
+
+    # ----- writes --------------------------------------------------------------------------------------------
+    def _put(self, record: StoredWorkflow) -> None:
+        with self._lock, self._transaction():
+            self._write(record)
+
+    def _write(self, record: StoredWorkflow) -> None:
+        """Upsert the small row and bring the history rows in line (inside the caller's transaction)."""
+        workflow_id, history = record.workflow_id, record.state.history
+        head = record.state.model_dump_json(exclude={"history"})
+        start = self._kept_history(workflow_id, history)
+        self._conn.execute("DELETE FROM history WHERE workflow_id = ? AND seq >= ?", (workflow_id, start))
+        self._conn.executemany(
+            "INSERT INTO history (workflow_id, seq, entry) VALUES (?, ?, ?)",
+            ((workflow_id, seq, history[seq].model_dump_json()) for seq in range(start, len(history))),
+        )
+        self._conn.execute(
+            "INSERT INTO workflows (workflow_id, state, history_length, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(workflow_id) DO UPDATE SET state = excluded.state, history_length = excluded.history_length, "
+            "updated_at = excluded.updated_at",
+            (workflow_id, head, len(history), record.created_at, record.updated_at),
+        )
+
+    def _kept_history(self, workflow_id: str, history: Sequence[HistoryEntry]) -> int:
+        """How many stored history rows stay: all of them when `history` extends them, else none."""
+        row = self._conn.execute(
+            "SELECT history_length FROM workflows WHERE workflow_id = ?", (workflow_id,)
+        ).fetchone()
+        stored = int(row[0]) if row else 0
+        if stored == 0 or stored > len(history):
+            return 0
+        last = self._conn.execute(
+            "SELECT entry FROM history WHERE workflow_id = ? AND seq = ?", (workflow_id, stored - 1)
+        ).fetchone()
+        return stored if last is not None and last[0] == history[stored - 1].model_dump_json() else 0
+
+    def _delete(self, workflow_id: str) -> bool:
+        with self._lock, self._transaction():
+            self._conn.execute("DELETE FROM history WHERE workflow_id = ?", (workflow_id,))
+            cursor = self._conn.execute("DELETE FROM workflows WHERE workflow_id = ?", (workflow_id,))
+        return cursor.rowcount > 0
+
+    # ----- the async contract --------------------------------------------------------------------------------
     async def get(self, workflow_id: str) -> StoredWorkflow | None:
         return await anyio.to_thread.run_sync(self._get, workflow_id)
 
@@ -94,6 +237,9 @@ class SQLiteStore:
 
     async def delete(self, workflow_id: str) -> bool:
         return await anyio.to_thread.run_sync(self._delete, workflow_id)
+
+    async def stale(self, updated_before: float) -> list[str]:
+        return await anyio.to_thread.run_sync(self._stale, updated_before)
 
     async def list(self) -> list[StoredWorkflow]:
         return await anyio.to_thread.run_sync(self._list)
