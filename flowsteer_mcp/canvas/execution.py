@@ -10,7 +10,12 @@ from pydantic import BaseModel, Field
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 
-ExecutionStatus = Literal["ok", "failed", "no_executor", "empty", "timeout", "cancelled"]
+ExecutionStatus = Literal["ok", "degraded", "failed", "no_executor", "empty", "timeout", "cancelled"]
+"""How a run ended. "ok": every stage needed for the answer succeeded. "degraded": the last stage failed but
+an earlier stage left a valid solution, which is the answer (a failed stage never discards a valid earlier
+solution); `error` says what failed. "failed": no answer at all. The rest: nothing ran, or not to the end."""
+
+ANSWER_STATUSES: frozenset[str] = frozenset({"ok", "degraded"})  # the statuses whose output is an answer
 
 
 class NodeTrace(BaseModel):
@@ -34,7 +39,8 @@ class NodeTrace(BaseModel):
 
 class ExecutionReport(BaseModel):
     """Result of running the whole workflow once. `output` is the final answer: the current solution after
-    the last stage; it is None whenever the run failed (an error is never passed off as an answer)."""
+    the last stage, or after a degraded run the best solution the stages before the failed one left; it is
+    None whenever the run produced no answer (an error is never passed off as an answer)."""
 
     status: ExecutionStatus
     output: str | None = None
@@ -48,7 +54,9 @@ class ExecutionReport(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        """True when the run produced an answer that counts (status ok or degraded): finish records it as the
+        final answer and it is scored. Whether anything failed on the way is in `status` and `error`."""
+        return self.status in ANSWER_STATUSES
 
 
 class ProgressEvent(BaseModel):

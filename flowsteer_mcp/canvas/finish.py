@@ -1,4 +1,8 @@
-"""The finish gate: which constraints of the workflow's FinishPolicy are still unmet."""
+"""The finish gate: which constraints of the workflow's FinishPolicy are still unmet.
+
+The gate judges the workflow, not how its last run went: a degraded run (the last stage failed, an earlier
+stage's solution is the answer) finishes like an ok one, and its answer is what gets recorded and scored.
+"""
 
 from __future__ import annotations
 

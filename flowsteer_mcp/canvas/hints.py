@@ -80,4 +80,12 @@ def advise(
         return add("Review", "the workflow is still shorter than the finish gate requires")
     if violations:
         return add(checker, violations[0].message)
+    if last_execution is not None and last_execution.status == "degraded":
+        # Advisory only: a degraded run has an answer, so finish is not blocked; the policy may still fix it.
+        return Hint(
+            block_finish=False,
+            next="FINISH",
+            reason="all finish constraints are met, but the last stage failed and the answer comes from an "
+            "earlier stage; fix or remove that stage, or finish with this answer",
+        )
     return Hint(block_finish=False, next="FINISH", reason="all finish constraints are met")

@@ -11,6 +11,10 @@ reports ok=true with the edit applied and `execution.status == "failed"` with th
 act, typed edits, the turn that completes a prompt request, finish and run; so `ok` always tells whether the
 edit (or finish) took effect, and the DSL never shows an edit that a step reported as failed.
 
+What gets scored: the output of the last run when it produced an answer (`ExecutionReport.ok`: status "ok",
+or "degraded" when the last stage failed but an earlier stage left a valid solution). Finish accepts a
+degraded run's answer like any other and records it as `EpisodeEnd.final_answer`.
+
 Every piece of user text is bounded and must be valid Unicode (stores write UTF-8); messages echo user input
 only as a short excerpt and are clipped before they are stored in the history and the last feedback.
 """
@@ -93,7 +97,7 @@ class HistoryEntry(BaseModel):
 class EpisodeEnd(BaseModel):
     reason: Literal["finished", "budget_exhausted"]
     round: int
-    final_answer: str | None = None  # the executed output; this is what gets scored
+    final_answer: str | None = None  # the executed output of an ok or degraded run; this is what gets scored
     final_code: str | None = None
     claimed_answer: str | None = None  # the `<answer>` a policy wrote with finish: recorded, never scored
 

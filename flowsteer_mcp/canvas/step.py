@@ -54,10 +54,15 @@ class ExecutionView(BaseModel):
     """The workflow's latest run. `fresh` says whether that run happened during this step (count usage only then)."""
 
     fresh: bool = Field(default=False, description="true when this run happened during this call (count usage then)")
-    status: str = Field(description="ok, failed, no_executor, empty, timeout or cancelled")
-    ok: bool = Field(description="true when the run completed (status ok)")
-    output: str | None = Field(default=None, description="the run's final answer; null whenever the run failed")
-    error: str | None = Field(default=None, description="why the run failed or did not happen")
+    status: str = Field(
+        description="ok; degraded (the last stage failed, the answer is the best earlier solution); failed, "
+        "no_executor, empty, timeout or cancelled (no answer)"
+    )
+    ok: bool = Field(description="true when the run produced an answer (status ok or degraded)")
+    output: str | None = Field(default=None, description="the run's final answer; null whenever there is none")
+    error: str | None = Field(
+        default=None, description="why the run failed or did not happen, or (degraded) which stage failed"
+    )
     llm_calls: int = Field(default=0, description="executor LLM calls the run made")
     tokens: int = Field(default=0, description="executor tokens the run used")
     duration_s: float = Field(default=0.0, description="wall-clock seconds of the run")

@@ -16,8 +16,8 @@ async def collect(link: CanvasLink, workflow_id: str, result: EpisodeResult) -> 
     code_task = result.task.task_type == "code"
     answer = (end.get("final_code") or end.get("final_answer")) if code_task else end.get("final_answer")
     execution = last.get("execution") or {}
-    if not end:  # the episode did not end (e.g. an error mid-way): fall back to the last successful run
-        answer = execution.get("output") if execution.get("ok") else None
+    if not end:  # the episode did not end (e.g. an error mid-way): fall back to the last run's answer
+        answer = execution.get("output") if execution.get("ok") else None  # ok: status ok or degraded
     error = result.error
     if answer is None and error is None and execution.get("error"):
         error = f"the final run produced no answer: {execution['error']}"

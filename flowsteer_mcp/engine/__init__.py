@@ -1,7 +1,9 @@
 """The execution engine: runs a canvas workflow graph with operators (20-operators.md §5).
 
 The canvas only knows the `WorkflowExecutor` protocol; `WorkflowEngine` implements it. This package never
-imports the MCP layer.
+imports the MCP layer. How a run ends (ok, degraded: a failed last stage keeps the best earlier solution,
+failed, timeout) is documented in `runner.py`; the do-no-harm rule for revisions in
+`operators/library/revision.py`.
 """
 
 from __future__ import annotations

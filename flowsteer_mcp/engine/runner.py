@@ -4,10 +4,17 @@ It implements the canvas's `WorkflowExecutor` protocol and executes the typed gr
 code, no DSL round trip), so what runs is exactly what the canvas shows and scores.
 
 Final answer: the current solution after the last stage (code tasks: the current program, or the solution
-text when no operator produced a separate program). Status "ok" needs a final answer and a last stage that
-did not fail; otherwise "failed" with the failing node and its error. A run past `run_timeout_s` reports
-"timeout" with its partial trace. Cancelling the caller cancels the run: nothing is left running and
-nothing half-done is memoised.
+text when no operator produced a separate program). Statuses:
+- "ok": the last stage succeeded and there is a final answer.
+- "degraded": the last stage failed, but an earlier stage left a valid solution. A failed output never
+  changes the flow state, so the state after a failed last stage holds the latest valid solution (the best
+  so far); that is the answer, and `error` names the failed stage and its error. A failed stage never
+  discards a valid earlier solution: degraded is an answer, scored and accepted by finish like "ok"
+  (`ExecutionReport.ok` is true for both), and the status and error tell that something went wrong.
+- "failed": no valid solution at all (the error names the failing node, or why nothing produced one).
+A run past `run_timeout_s` reports "timeout" with its partial trace and no answer: a run cut short by its
+time limit is reported as such, not passed off as an answer. Cancelling the caller cancels the run:
+nothing is left running and nothing half-done is memoised.
 """
 
 from __future__ import annotations
@@ -106,15 +113,18 @@ class WorkflowEngine:
                 f"the run exceeded its {limit:g}s limit during stage {current} (interrupted: {running}); "
                 "the trace holds what finished before"
             )
-        elif failure is not None:
-            report.status = "failed"
-            report.error = f"the last stage {current} failed: {failure}"
         elif (answer := state.final_answer()) is None:
             report.status = "failed"
-            report.error = _no_answer_reason(state, ctx)
+            report.error = f"the last stage {current} failed: {failure}" if failure else _no_answer_reason(state, ctx)
         else:
             report.output = answer
             report.code = answer if task.task_type == "code" else None
+            if failure is not None:
+                report.status = "degraded"
+                report.error = (
+                    f"the last stage {current} failed, so the answer is the best solution the stages before "
+                    f"it left: {failure}"
+                )
         log.info(
             "workflow_run",
             status=report.status,

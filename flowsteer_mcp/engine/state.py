@@ -11,7 +11,9 @@ Update rules (10-canvas.md §4), by the operator's declared role:
 - CHECKER: verdict and feedback are set (feedback is replaced, never kept from an older check, so Revise
   always sees the feedback of the check it follows); a non-empty text becomes the solution (Test may repair
   code, Verify may adopt a corrected answer) and `code` is replaced when given.
-A failed output (ok=False) never changes the state: callers do not apply it.
+A failed output (ok=False) never changes the state: callers do not apply it. So after a failed stage the
+state still holds the latest valid solution, the "best so far" that a run whose last stage failed returns
+as a `degraded` answer (runner.py).
 """
 
 from __future__ import annotations

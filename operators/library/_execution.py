@@ -2,15 +2,20 @@
 
 Why a summary model: operator outputs carry what happened when the code ran (status, verdict, trimmed
 streams, the isolation actually applied), and the same text is quoted to the model when asking for a fix.
+`count_passing` runs each public test on its own, so two programs can be compared by how many they pass.
 """
 
 from __future__ import annotations
 
+import ast
+from typing import ClassVar
+
+import anyio
 from pydantic import BaseModel
 
 from operators.sandbox import ExecResult, SandboxRefusedError, run_code
 
-__all__ = ["ExecSummary", "execute"]
+__all__ = ["ExecSummary", "TestTally", "count_passing", "execute", "split_public_tests"]
 
 _STREAM_TAIL = 2_000  # characters of stdout/stderr kept; the end of a traceback is the informative part
 
@@ -75,3 +80,59 @@ async def execute(
     if result.status == "refused":
         raise SandboxRefusedError(result.reason)
     return ExecSummary.from_result(result)
+
+
+class TestTally(BaseModel):
+    """How many of the public tests one program passes: the evidence that compares two programs."""
+
+    __test__: ClassVar[bool] = False  # not a pytest test class despite the name
+
+    passed: int
+    total: int
+
+    def describe(self) -> str:
+        return f"{self.passed}/{self.total} public tests"
+
+
+def split_public_tests(tests: str) -> list[str]:
+    """One runnable test per top-level `assert`, each preceded by the non-assert statements (imports,
+    helpers) that appear before it. Tests that are not plain asserts (a HumanEval `check(candidate)`
+    harness, or source that does not parse) stay one unit: they pass or fail as a whole."""
+    try:
+        module = ast.parse(tests)
+    except SyntaxError:
+        return [tests]
+    units: list[str] = []
+    preamble: list[str] = []
+    for statement in module.body:
+        source = ast.unparse(statement)  # exact semantics, decorators included, one statement at a time
+        if isinstance(statement, ast.Assert):
+            units.append("\n".join([*preamble, source]))
+        else:
+            preamble.append(source)
+    return units or [tests]
+
+
+async def count_passing(code: str, *, tests: str, entry_point: str | None, timeout_s: float) -> TestTally:
+    """Run `code` against each public test separately (concurrently; the sandbox bounds how many run).
+
+    Raises `SandboxRefusedError` like `execute`: a host that runs nothing cannot supply evidence.
+    """
+    units = split_public_tests(tests)
+    outcomes = [False] * len(units)
+    refusals: list[SandboxRefusedError] = []
+
+    async def run_unit(index: int) -> None:
+        try:
+            summary = await execute(code, tests=units[index], entry_point=entry_point, timeout_s=timeout_s)
+        except SandboxRefusedError as refused:  # re-raised bare below, not wrapped in an exception group
+            refusals.append(refused)
+            return
+        outcomes[index] = summary.succeeded
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(units)):
+            group.start_soon(run_unit, index)
+    if refusals:
+        raise refusals[0]
+    return TestTally(passed=sum(outcomes), total=len(units))
