@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from operators.backends.base import DrawSettings
+
 if TYPE_CHECKING:
     from operators.backends.base import ChatBackend
 
@@ -80,6 +82,7 @@ class OperatorOutput(BaseModel):
     verdict: bool | None = None  # checkers: True = check passed
     feedback: str | None = None  # checkers: why
     code: str | None = None  # code-producing operators
+    note: str | None = None  # why the operator decided as it did (e.g. a rejected revision); shown on the trace row
 
 
 @dataclass
@@ -90,6 +93,7 @@ class OperatorRuntime:
     max_reasks: int = 2
     sandbox_timeout_s: float = 10.0
     options: dict[str, Any] = field(default_factory=dict)
+    draw: DrawSettings | None = None  # temperature/top-p/seed of every request of this call (None: greedy)
 
 
 class Operator(ABC):

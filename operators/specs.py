@@ -85,9 +85,12 @@ _SPECS = [
         reply_tokens=512,
         category=Category.REVISION,
         role=Role.SOLUTION,
-        summary="Rewrites the current solution using the last checker feedback.",
+        summary=(
+            "Rewrites the current solution using the last checker feedback; keeps its input unless the revision "
+            "is better by evidence (code: passes more public tests)."
+        ),
         when_to_use="After a checker, typically as the branch taken when the check fails.",
-        signature="Revise(problem, solution, feedback) -> {text}",
+        signature="Revise(problem, solution, feedback, public_tests?) -> {text, kept_input, note}",
     ),
     OperatorSpec(
         name="ScEnsemble",

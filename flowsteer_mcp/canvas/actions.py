@@ -47,12 +47,14 @@ class DeleteNode(_Action):
 
 
 class ModifyNode(_Action):
-    """Swap the operator of a node (top-level or child), giving it a new prompt (None = operator default)."""
+    """Swap the operator of a node (top-level or child), giving it a new prompt (None = operator default) and
+    a number of draws (`samples`; None = one draw: a modify replaces the node's settings, as with the prompt)."""
 
     action: Literal["modify"] = "modify"
     node_id: str
     operator: str
     prompt: str | None = None
+    samples: int | None = None
 
 
 class SetPrompt(_Action):
@@ -97,7 +99,7 @@ class EditOutcome(BaseModel):
 
 def _describe(stage: StageBlueprint) -> str:
     if isinstance(stage, OperatorBlueprint):
-        return stage.operator
+        return stage.operator + (f" with {stage.samples} samples" if stage.samples > 1 else "")
     if isinstance(stage, ParallelBlueprint):
         return f"parallel [{', '.join(stage.operators)}]"
     if isinstance(stage, ConditionalBlueprint):
@@ -179,15 +181,24 @@ def _modify(graph: WorkflowGraph, action: ModifyNode, rules: CanvasRules) -> Edi
     node_id, _ = _operator_target(graph, action.node_id)
     operator = rules.operator(action.operator)
     prompt = rules.prompt(action.prompt)
+    samples = rules.samples(action.samples if action.samples is not None else 1)
     new = graph.model_copy(deep=True)
     location = new.locate(node_id)
     assert location is not None and isinstance(location.node, OperatorNode)
+    if samples > 1 and location.child is not None and not isinstance(location.stage, ParallelStage):
+        raise CanvasError(
+            ErrorCode.INVALID_STRUCTURE,
+            f"{node_id} is inside a {location.stage.kind} stage, where no next stage could see its samples; "
+            "set samples on an operator stage or a parallel branch.",
+        )
     node = location.node
     previous = node.operator
     node.operator = operator
     node.prompt = prompt
+    node.samples = samples
     _revalidate_stage(new, location.stage_index, rules)
-    return EditOutcome(graph=new, node_id=node_id, message=f"Modified {node_id}: {previous} -> {operator}.")
+    drawn = f" ({samples} samples)" if samples > 1 else ""
+    return EditOutcome(graph=new, node_id=node_id, message=f"Modified {node_id}: {previous} -> {operator}{drawn}.")
 
 
 def _revalidate_stage(graph: WorkflowGraph, index: int, rules: CanvasRules) -> None:

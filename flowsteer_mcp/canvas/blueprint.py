@@ -21,12 +21,14 @@ class OperatorBlueprint(_Blueprint):
     kind: Literal["operator"] = "operator"
     operator: str
     prompt: str | None = None
+    samples: int = 1  # draws of the node (bounded by CanvasRules, with an actionable error)
 
 
 class ParallelBlueprint(_Blueprint):
     kind: Literal["parallel"] = "parallel"
     operators: list[str]
     prompts: list[str | None] | None = None
+    samples: list[int] | None = None  # per branch (None: one draw each)
 
 
 class ConditionalBlueprint(_Blueprint):
@@ -86,6 +88,16 @@ def slot_prompts(blueprint: StageBlueprint) -> list[str | None]:
     return (given + [None] * count)[:count]
 
 
+def slot_samples(blueprint: StageBlueprint) -> list[int]:
+    """Draws per slot, aligned with `slots(blueprint)`; only operator stages and parallel branches sample."""
+    count = len(slots(blueprint))
+    if isinstance(blueprint, OperatorBlueprint):
+        return [blueprint.samples]
+    if isinstance(blueprint, ParallelBlueprint):
+        return (list(blueprint.samples or []) + [1] * count)[:count]
+    return [1] * count
+
+
 def with_prompts(blueprint: StageBlueprint, prompts: list[str | None]) -> StageBlueprint:
     if isinstance(blueprint, OperatorBlueprint):
         return blueprint.model_copy(update={"prompt": prompts[0]})
@@ -110,8 +122,10 @@ def build_stage(blueprint: StageBlueprint, index: int) -> Stage:
     """Materialise a validated blueprint as stage `node_<index>`."""
     base = stage_id(index)
     nodes = [
-        OperatorNode(id=base + slot.suffix, operator=slot.operator, prompt=prompt)
-        for slot, prompt in zip(slots(blueprint), slot_prompts(blueprint), strict=True)
+        OperatorNode(id=base + slot.suffix, operator=slot.operator, prompt=prompt, samples=samples)
+        for slot, prompt, samples in zip(
+            slots(blueprint), slot_prompts(blueprint), slot_samples(blueprint), strict=True
+        )
     ]
     if isinstance(blueprint, OperatorBlueprint):
         return nodes[0]
@@ -125,8 +139,11 @@ def build_stage(blueprint: StageBlueprint, index: int) -> Stage:
 def blueprint_of(stage: Stage) -> StageBlueprint:
     """The blueprint that would rebuild `stage` (ids aside)."""
     if isinstance(stage, ParallelStage):
+        samples = [b.samples for b in stage.branches]
         return ParallelBlueprint(
-            operators=[b.operator for b in stage.branches], prompts=[b.prompt for b in stage.branches]
+            operators=[b.operator for b in stage.branches],
+            prompts=[b.prompt for b in stage.branches],
+            samples=samples if any(k > 1 for k in samples) else None,
         )
     if isinstance(stage, ConditionalStage):
         nodes = [stage.check, stage.on_fail] + ([stage.on_pass] if stage.on_pass else [])
@@ -141,4 +158,4 @@ def blueprint_of(stage: Stage) -> StageBlueprint:
             operators=[b.operator for b in stage.body], count=stage.count, prompts=[b.prompt for b in stage.body]
         )
     assert isinstance(stage, OperatorNode)
-    return OperatorBlueprint(operator=stage.operator, prompt=stage.prompt)
+    return OperatorBlueprint(operator=stage.operator, prompt=stage.prompt, samples=stage.samples)

@@ -7,6 +7,9 @@ at parse time, so a bad name is reported at once instead of after a prompt turn.
 Parsing is linear in the text (tags are found in one scan, see `tags.py`), numbers are digit-capped, and
 error messages quote the text only as a short excerpt.
 
+`<samples>k</samples>` (optional, 1..16) on an add of an operator or on a modify gives the node k draws whose
+answers become candidates for the next stage; a turn without it is exactly the released dialect.
+
 Conditional tags keep the dialect's historical names: `<condition>` is the checker, `<true>` is the branch run
 when the check FAILS (on_fail), `<false>` the branch run when it passes (an operator or `done`).
 """
@@ -104,16 +107,29 @@ def _int(raw: str, name: str) -> int:
     return value
 
 
+def _samples(tags: Tags, rules: CanvasRules) -> int | None:
+    raw = tags.get("samples")
+    return rules.samples(_int(raw, "samples")) if raw else None
+
+
 def _parse_add(tags: Tags, rules: CanvasRules) -> AddStage:
     position_raw = tags.get("position")
     position = _int(position_raw, "position") if position_raw else None
     structure = tags.get("structure")
+    samples = _samples(tags, rules)
     if structure is None:
         operator = rules.operator(
             _required(tags, "operator", "an add needs <operator>NAME</operator> or a <structure>")
         )
         prompt = tags.get("prompt") or None
-        return AddStage(stage=OperatorBlueprint(operator=operator, prompt=prompt), position=position)
+        blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples or 1)
+        return AddStage(stage=blueprint, position=position)
+    if samples is not None and samples > 1:
+        raise CanvasError(
+            ErrorCode.PARSE_ERROR,
+            "<samples> applies to an add of a single operator (or a modify of a node); for samples in a parallel "
+            "stage add it first, then modify a branch with <samples>.",
+        )
     kind = structure.lower()
     if kind == "parallel":
         ops = _operator_list(_required(tags, "operators", "a parallel structure lists its branches"), rules)
@@ -168,7 +184,8 @@ def parse_action_turn(text: str, rules: CanvasRules, *, lenient: bool = False) -
     if verb == "modify":
         target = _required(tags, "target", "say which node to modify")
         operator = rules.operator(_required(tags, "operator", "say the new operator"))
-        return ActionTurn(ModifyNode(node_id=target, operator=operator, prompt=tags.get("prompt") or None))
+        prompt = tags.get("prompt") or None
+        return ActionTurn(ModifyNode(node_id=target, operator=operator, prompt=prompt, samples=_samples(tags, rules)))
     if verb in ("set_prompt", "setprompt"):
         target = _required(tags, "target", "say which node gets the prompt")
         return ActionTurn(SetPrompt(node_id=target, prompt=_required(tags, "prompt", "write the new prompt text")))

@@ -1,9 +1,12 @@
 """The workflow DSL: `Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format`.
 
     workflow  := "" | stage { " -> " stage }
-    stage     := OP | "[" OP { ", " OP } "]" | OP " ? " OP " : " ( OP | "done" ) | "(" OP { " -> " OP } ") * " INT
+    stage     := DRAWN | "[" DRAWN { ", " DRAWN } "]" | OP " ? " OP " : " ( OP | "done" ) | "(" OP { " -> " OP } ") * " INT
+    DRAWN     := OP [ "{" INT "}" ]
 
-`render` is canonical; `parse_dsl` accepts any spacing and returns stage blueprints without ids (prompts do
+`Programmer{3}` is a node with `samples: 3` (three draws whose answers become candidates for the next stage,
+e.g. `Programmer{3} -> ScEnsemble`); one draw renders without braces. Samples exist only on an operator stage
+and on parallel branches, so braces anywhere else are a syntax error. `render` is canonical; `parse_dsl` accepts any spacing and returns stage blueprints without ids (prompts do
 not live in the DSL; the JSON export carries them). `render(build(parse_dsl(text)))` reproduces canonical text.
 
 Parsing is linear and lazy: tokens are matched in place (never by copying the rest of the text) and pulled
@@ -37,16 +40,20 @@ from flowsteer_mcp.canvas.text import excerpt
 ARROW = " -> "
 
 
+def render_drawn(node: OperatorNode) -> str:
+    return f"{node.operator}{{{node.samples}}}" if node.samples > 1 else node.operator
+
+
 def render_stage(stage: Stage) -> str:
     if isinstance(stage, ParallelStage):
-        return "[" + ", ".join(b.operator for b in stage.branches) + "]"
+        return "[" + ", ".join(render_drawn(b) for b in stage.branches) + "]"
     if isinstance(stage, ConditionalStage):
         on_pass = stage.on_pass.operator if stage.on_pass else "done"
         return f"{stage.check.operator} ? {stage.on_fail.operator} : {on_pass}"
     if isinstance(stage, LoopStage):
         return "(" + ARROW.join(b.operator for b in stage.body) + f") * {stage.count}"
     assert isinstance(stage, OperatorNode)
-    return stage.operator
+    return render_drawn(stage)
 
 
 def render(graph: WorkflowGraph) -> str:
@@ -58,7 +65,7 @@ class DSLSyntaxError(ValueError):
 
 
 _SPACE = re.compile(r"\s*")
-_TOKEN = re.compile(r"(->)|([\[\](),?:*])|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
+_TOKEN = re.compile(r"(->)|([\[\](),?:*{}])|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
 _KINDS = {1: "arrow", 2: "punct", 3: "int", 4: "name"}
 
 
@@ -135,21 +142,44 @@ class _Parser:
                 f"too many operators (position {token.pos}); a workflow holds at most {self._max_operators}"
             )
 
+    def samples(self) -> int:
+        """The optional `{k}` after an operator (1 when absent)."""
+        if not self.at("punct", "{"):
+            return 1
+        self.take("punct", "{")
+        token = self.take("int")
+        value = parse_bounded_int(token.text)
+        if value is None:
+            raise DSLSyntaxError(f"the samples count at position {token.pos} has more than {MAX_DIGITS} digits")
+        self.take("punct", "}")
+        return value
+
+    def no_samples(self, where: str) -> None:
+        if self.at("punct", "{"):
+            raise DSLSyntaxError(
+                f"samples ({{k}}) at position {self.peek().pos} are not allowed {where}; put them on an "
+                "operator stage or a parallel branch"
+            )
+
     def stage(self) -> StageBlueprint:
         if self.at("punct", "["):
             self.take("punct", "[")
             ops = [self.operator()]
+            draws = [self.samples()]
             while self.at("punct", ","):
                 self.take("punct", ",")
                 ops.append(self.operator())
+                draws.append(self.samples())
             self.take("punct", "]")
-            return ParallelBlueprint(operators=ops)
+            return ParallelBlueprint(operators=ops, samples=draws if any(k != 1 for k in draws) else None)
         if self.at("punct", "("):
             self.take("punct", "(")
             ops = [self.operator()]
+            self.no_samples("inside a loop")
             while self.at("arrow"):
                 self.take("arrow")
                 ops.append(self.operator())
+                self.no_samples("inside a loop")
             self.take("punct", ")")
             self.take("punct", "*")
             token = self.take("int")
@@ -161,16 +191,21 @@ class _Parser:
                 )
             return LoopBlueprint(operators=ops, count=count)
         first = self.operator()
+        drawn = self.samples()
         if self.at("punct", "?"):
+            if drawn != 1:
+                raise DSLSyntaxError("samples ({k}) are not allowed on the check of a conditional")
             self.take("punct", "?")
             on_fail = self.operator()
+            self.no_samples("inside a conditional")
             self.take("punct", ":")
             token = self.take("name")
             if token.text == "done":
                 return ConditionalBlueprint(check=first, on_fail=on_fail, on_pass=None)
             self._count_operator(token)
+            self.no_samples("inside a conditional")
             return ConditionalBlueprint(check=first, on_fail=on_fail, on_pass=token.text)
-        return OperatorBlueprint(operator=first)
+        return OperatorBlueprint(operator=first, samples=drawn)
 
 
 def parse_dsl(text: str, *, max_operators: int | None = None) -> list[StageBlueprint]:

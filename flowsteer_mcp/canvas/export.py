@@ -1,4 +1,4 @@
-"""Workflow export/import: canonical JSON (round-trippable, with prompts), DSL text, and Mermaid for people.
+"""Workflow export/import: canonical JSON (round-trippable, with prompts and samples), DSL text, and Mermaid.
 
 Imports are hostile input: the text must be valid Unicode, numbers are bounded (ids, counts, the id counter)
 and every stage is re-validated, so a bad spec raises CanvasError and never a crash or a half-built graph.
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from flowsteer_mcp.canvas.actions import AddStage, apply_edit
 from flowsteer_mcp.canvas.blueprint import blueprint_of, slots
-from flowsteer_mcp.canvas.dsl import DSLSyntaxError, parse_dsl, render, render_stage
+from flowsteer_mcp.canvas.dsl import DSLSyntaxError, parse_dsl, render, render_drawn, render_stage
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, OperatorNode, ParallelStage, WorkflowGraph, children
 from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
@@ -62,6 +62,14 @@ def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
                 f"Invalid workflow JSON: stage {stage.id} must use canonical operator names ({clip(render_stage(stage), 200)}).",
             )
         index = _index_of(stage.id)
+        if isinstance(stage, ConditionalStage | LoopStage):
+            for child in children(stage):
+                if child.samples > 1:
+                    raise CanvasError(
+                        ErrorCode.INVALID_IMPORT,
+                        f"Invalid workflow JSON: {excerpt(child.id)} has samples {child.samples} inside a "
+                        f"{stage.kind} stage; samples are allowed on operator stages and parallel branches only.",
+                    )
         for child in children(stage):
             if not child.id.startswith(stage.id + "_"):
                 raise CanvasError(
@@ -111,7 +119,7 @@ def export_mermaid(graph: WorkflowGraph) -> str:
     previous = ["start"]
 
     def box(node: OperatorNode) -> str:
-        return f'    {node.id}["{node.operator}<br/><small>{node.id}</small>"]'
+        return f'    {node.id}["{render_drawn(node)}<br/><small>{node.id}</small>"]'
 
     for stage in graph.stages:
         entry: list[str]

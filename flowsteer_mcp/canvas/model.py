@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flowsteer_mcp.canvas.numbers import MAX_NUMBER
 
 MAX_NODE_ID_CHARS = 64
+MAX_SAMPLES = 16  # draws per node: bounds the cost of one node to 16 operator calls
 NodeId = Annotated[str, Field(min_length=1, max_length=MAX_NODE_ID_CHARS)]
 
 
@@ -27,6 +28,9 @@ class OperatorNode(BaseModel):
     id: NodeId
     operator: str
     prompt: str | None = None
+    # k > 1: the node runs k times on the same input (draw 1 greedy, the others sampled) and its k outputs
+    # become candidates for the next stage, like k parallel branches of itself.
+    samples: int = Field(default=1, ge=1, le=MAX_SAMPLES)
 
 
 class ParallelStage(BaseModel):

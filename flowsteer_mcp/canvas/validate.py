@@ -14,12 +14,13 @@ from flowsteer_mcp.canvas.blueprint import (
     ParallelBlueprint,
     StageBlueprint,
     slot_prompts,
+    slot_samples,
     slots,
     with_operators,
     with_prompts,
 )
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
-from flowsteer_mcp.canvas.model import WorkflowGraph
+from flowsteer_mcp.canvas.model import MAX_SAMPLES, WorkflowGraph
 from flowsteer_mcp.canvas.numbers import show_int
 from flowsteer_mcp.canvas.options import CanvasLimits, CanvasOptions
 from flowsteer_mcp.canvas.text import excerpt, require_unicode
@@ -71,6 +72,17 @@ class CanvasRules:
             )
         return cleaned
 
+    def samples(self, value: int, where: str = "") -> int:
+        """A node's number of draws: 1..MAX_SAMPLES, with an error that says what samples are for."""
+        if not 1 <= value <= MAX_SAMPLES:
+            raise CanvasError(
+                ErrorCode.INVALID_STRUCTURE,
+                f"samples{where} must be between 1 and {MAX_SAMPLES}; got {show_int(value)}. samples: k runs the "
+                "node k times (the first greedy, the rest sampled) and passes the k answers as candidates to the "
+                "next stage; use 3 to 5 before an ensemble such as ScEnsemble.",
+            )
+        return value
+
     def answer(self, text: str | None) -> str | None:
         """A finish answer to record: valid Unicode and at most `max_answer_chars`."""
         if text is None:
@@ -96,6 +108,7 @@ class CanvasRules:
                 f"Got {len(prompts)} prompts for {len(names)} operators; give at most one per operator.",
             )
         canonical = with_prompts(canonical, [self.prompt(p) for p in slot_prompts(canonical)])
+        self._samples(canonical)
         total = sum(1 for _ in graph.iter_operator_nodes()) + len(names)
         if total > self.limits.max_operators:
             raise CanvasError(
@@ -103,6 +116,21 @@ class CanvasRules:
                 f"This would make {total} operators; a workflow holds at most {self.limits.max_operators}.",
             )
         return canonical
+
+    def _samples(self, blueprint: StageBlueprint) -> None:
+        if isinstance(blueprint, OperatorBlueprint):
+            self.samples(blueprint.samples)
+            return
+        if isinstance(blueprint, ParallelBlueprint):
+            given = blueprint.samples or []
+            if len(given) > len(blueprint.operators):
+                raise CanvasError(
+                    ErrorCode.INVALID_STRUCTURE,
+                    f"Got {len(given)} samples values for {len(blueprint.operators)} branches; give at most one "
+                    "per branch.",
+                )
+            for index, value in enumerate(slot_samples(blueprint), start=1):
+                self.samples(value, f" of branch {index}")
 
     def _structure(self, blueprint: StageBlueprint) -> None:
         limits = self.limits

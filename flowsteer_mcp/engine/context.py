@@ -25,12 +25,12 @@ log = structlog.get_logger(__name__)
 def planned_calls(stage: Stage) -> int:
     """Upper bound of operator calls for a stage (a loop counted at its full count)."""
     if isinstance(stage, ParallelStage):
-        return len(stage.branches)
+        return sum(branch.samples for branch in stage.branches)
     if isinstance(stage, ConditionalStage):
         return 2  # the check plus at most one branch
     if isinstance(stage, LoopStage):
         return len(stage.body) * stage.count
-    return 1
+    return stage.samples
 
 
 def planned_total(graph: WorkflowGraph) -> int:
@@ -47,6 +47,7 @@ class RunContext:
     tokens: int = 0
     cache_hits: int = 0
     in_flight: dict[str, str] = field(default_factory=dict)  # node id -> operator
+    _draws_in_flight: dict[str, int] = field(default_factory=dict)  # node id -> running draws (samples: k)
 
     def add_usage(self, calls: int, tokens: int) -> None:
         self.llm_calls += calls
@@ -54,10 +55,16 @@ class RunContext:
 
     async def node_started(self, node: OperatorNode) -> None:
         self.in_flight[node.id] = node.operator
+        self._draws_in_flight[node.id] = self._draws_in_flight.get(node.id, 0) + 1
         await self._emit(node, "started")
 
     async def node_finished(self, node: OperatorNode) -> None:
-        self.in_flight.pop(node.id, None)
+        left = self._draws_in_flight.get(node.id, 1) - 1
+        if left > 0:
+            self._draws_in_flight[node.id] = left
+        else:
+            self._draws_in_flight.pop(node.id, None)
+            self.in_flight.pop(node.id, None)
         self.completed += 1
         await self._emit(node, "finished")
 

@@ -4,8 +4,9 @@ Why: the canvas re-runs the whole workflow after every edit; with a content-hash
 only re-runs the nodes it affects (the edited node and everything downstream whose input changed).
 
 The key covers the node id, operator, prompt, the node's full `OperatorInput` (which already holds every
-upstream output it can see), the loop iteration, the backend identity (model + sampling) and the engine's
-runtime settings. Only successful results are stored, and only after the call completed, so a failed,
+upstream output it can see), the loop iteration, the backend identity (model + sampling), the engine's
+runtime settings and the call's draw (temperature, top-p, seed): an identical greedy call is reused, while
+two samples (different seeds) never share an entry. Only successful results are stored, and only after the call completed, so a failed,
 timed-out or cancelled call can never be replayed from the cache.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from operators.backends.base import GREEDY, DrawSettings
 from operators.base import OperatorInput, OperatorOutput
 
 DEFAULT_MEMO_ENTRIES = 2048
@@ -42,9 +44,11 @@ def memo_key(
     iteration: int | None,
     backend_key: str,
     settings: dict[str, Any],
+    draw: DrawSettings = GREEDY,
 ) -> str:
     return digest(
         {
+            "draw": draw.model_dump(mode="json"),
             "node_id": node_id,
             "operator": operator,
             "prompt": prompt,

@@ -3,12 +3,21 @@
 Why one place: every stage kind calls operators the same way, and the guarantees (errors are values, a
 crash or timeout never escapes, only completed successes are memoised, cancellation always propagates)
 must hold for all of them.
+
+Sampling: every call is one *draw* with explicit settings (`DrawSettings`: temperature, top-p, seed).
+Draw 0 of a node is greedy (temperature 0, no seed), so sampling never removes the greedy answer; draw
+i >= 1 uses the sampling temperature and top-p of `CallSettings` and a seed derived from the workflow seed,
+the node id and i (`draw_for`), so samples are distinct from each other and the same on every run. The
+draw is part of the memo key. `call_draws` runs several draws of one node concurrently; when the backend
+supports `n`, the sampled draws' shared first prompt goes out as one request (`SharedPromptBatch`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +30,8 @@ from flowsteer_mcp.engine.context import RunContext
 from flowsteer_mcp.engine.memo import MemoCache, MemoEntry, inputs_digest, memo_key
 from flowsteer_mcp.engine.metering import MeteredBackend
 from flowsteer_mcp.engine.state import FlowState
-from operators.backends.base import ChatBackend
+from operators.backends.base import GREEDY, ChatBackend, DrawSettings, SupportsCompleteMany
+from operators.backends.shared_prompt import BatchMember, SharedPromptBatch
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec, Role
 from operators.registry import OperatorRegistry, UnknownOperatorError
 from operators.sandbox import SandboxRefusedError
@@ -48,15 +58,46 @@ class NodeResult:
         return f"{self.node.id} ({self.node.operator}): {self.output.error or 'failed without an error message'}"
 
 
+DEFAULT_SAMPLE_TEMPERATURE = 0.8
+DEFAULT_SAMPLE_TOP_P = 0.95
+
+
 @dataclass(frozen=True)
 class CallSettings:
     call_timeout_s: float | None
     max_reasks: int
     runtime_options: dict[str, Any]
+    seed: int = 0  # the workflow seed: sampled draws derive their seeds from it
+    sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE
+    sample_top_p: float = DEFAULT_SAMPLE_TOP_P
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that can change an operator's result, for the memo key."""
         return {"max_reasks": self.max_reasks, "options": self.runtime_options}
+
+
+def derived_seed(workflow_seed: int, node_id: str, draw: int) -> int:
+    """A 31-bit seed, stable across runs and processes (no `hash()`), distinct per node and draw."""
+    blob = f"{workflow_seed}:{node_id}:{draw}".encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def draw_for(settings: CallSettings, node_id: str, draw: int) -> DrawSettings:
+    """Draw 0 is greedy; draw i >= 1 samples with a seed derived from the workflow seed, node and i."""
+    if draw == 0:
+        return GREEDY
+    return DrawSettings(
+        temperature=settings.sample_temperature,
+        top_p=settings.sample_top_p,
+        seed=derived_seed(settings.seed, node_id, draw),
+    )
+
+
+def describe_draw(draw: DrawSettings, index: int, count: int) -> str:
+    where = f"draw {index + 1} of {count}" if count > 1 else "sampled draw"
+    if draw.greedy:
+        return f"{where}: greedy"
+    return f"{where}: temperature {draw.temperature:g}, top_p {draw.top_p:g}, seed {draw.seed}"
 
 
 class NodeCaller:
@@ -84,10 +125,60 @@ class NodeCaller:
         except UnknownOperatorError:
             return None
 
+    def draw(self, node_id: str, index: int) -> DrawSettings:
+        return draw_for(self._settings, node_id, index)
+
+    async def call_draws(
+        self, node: OperatorNode, state: FlowState, draws: Sequence[int], *, sinks: Sequence[list[NodeTrace]]
+    ) -> list[NodeResult]:
+        """Run the draws `draws` (indices, see `draw_for`) of `node` concurrently, one trace sink each.
+
+        Sampled draws share their first prompt in one `n` request when the backend supports it."""
+        settings = [self.draw(node.id, index) for index in draws]
+        sampled = sum(1 for d in settings if not d.greedy)
+        batch = (
+            SharedPromptBatch(self._backend, sampled)
+            if sampled > 1 and isinstance(self._backend, SupportsCompleteMany)
+            else None
+        )
+        results: list[NodeResult | None] = [None] * len(draws)
+
+        async def one(position: int) -> None:
+            draw = settings[position]
+            member = batch.member() if batch is not None and not draw.greedy else None
+            try:
+                results[position] = await self.call(
+                    node,
+                    state,
+                    sink=sinks[position],
+                    draw=draw,
+                    via=member,
+                    note=describe_draw(draw, position, len(draws)),
+                )
+            finally:
+                if member is not None:
+                    member.finished()
+
+        async with anyio.create_task_group() as group:
+            for position in range(len(draws)):
+                group.start_soon(one, position)
+        return [r for r in results if r is not None]
+
     async def call(
-        self, node: OperatorNode, state: FlowState, *, sink: list[NodeTrace], iteration: int | None = None
+        self,
+        node: OperatorNode,
+        state: FlowState,
+        *,
+        sink: list[NodeTrace],
+        iteration: int | None = None,
+        draw: DrawSettings = GREEDY,
+        via: ChatBackend | None = None,
+        note: str | None = None,
     ) -> NodeResult:
-        """Run `node` on `state`; its trace row is appended to `sink` (also when the call is interrupted)."""
+        """Run `node` on `state`; its trace row is appended to `sink` (also when the call is interrupted).
+
+        `draw` is the call's sampling (part of the memo key); `via` replaces the backend for this call (a
+        shared-prompt batch member: same model and results, so the memo key is unchanged)."""
         inputs = state.to_input(node.prompt)
         spec = self.spec_of(node)
         key = memo_key(
@@ -98,9 +189,15 @@ class NodeCaller:
             iteration=iteration,
             backend_key=self._backend_key,
             settings=self._settings.fingerprint(),
+            draw=draw,
         )
         row = NodeTrace(
-            node_id=node.id, operator=node.operator, ok=False, iteration=iteration, inputs_digest=inputs_digest(inputs)
+            node_id=node.id,
+            operator=node.operator,
+            ok=False,
+            iteration=iteration,
+            inputs_digest=inputs_digest(inputs),
+            note=note,
         )
         await self._ctx.node_started(node)
         cached = self._memo.get(key) if self._memo is not None else None
@@ -109,10 +206,12 @@ class NodeCaller:
             row.cached = True
             self._ctx.cache_hits += 1
         else:
-            output = await self._compute(node, spec, inputs, row, sink)
+            output = await self._compute(node, spec, inputs, row, sink, draw, via)
             if output.ok and self._memo is not None:
                 self._memo.put(key, MemoEntry(output=output, llm_calls=row.llm_calls, tokens=row.tokens))
         row.ok = output.ok
+        if output.ok and output.note:
+            row.note = f"{row.note}; {output.note}" if row.note else output.note
         row.output = output.text if output.ok else ""
         row.error = None if output.ok else output.error
         row.verdict = output.verdict if output.ok else None
@@ -127,29 +226,36 @@ class NodeCaller:
         inputs: OperatorInput,
         row: NodeTrace,
         sink: list[NodeTrace],
+        draw: DrawSettings,
+        via: ChatBackend | None,
     ) -> OperatorOutput:
         try:
             operator_cls = self._registry.implementation(node.operator)
         except UnknownOperatorError as exc:
             return OperatorOutput(ok=False, error=str(exc.args[0]) if exc.args else str(exc))
-        metered = MeteredBackend(self._backend, node_id=node.id, operator=node.operator)
+        metered = MeteredBackend(via or self._backend, node_id=node.id, operator=node.operator)
         options = {**self._settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
-        runtime = OperatorRuntime(llm=metered, max_reasks=self._settings.max_reasks, options=options)
+        runtime = OperatorRuntime(llm=metered, max_reasks=self._settings.max_reasks, options=options, draw=draw)
         started = time.perf_counter()
         try:
             output = await self._invoke(node, operator_cls, inputs, runtime)
         except anyio.get_cancelled_exc_class():
             # Interrupted by the run timeout or by the caller: keep what it cost, then propagate.
             row.error = "interrupted before finishing (run timeout or cancellation)"
-            row.llm_calls, row.tokens = metered.calls, metered.tokens
+            self._count(row, metered, via)
             row.latency_s = time.perf_counter() - started
-            self._ctx.add_usage(metered.calls, metered.tokens)
             sink.append(row)
             raise
         row.latency_s = time.perf_counter() - started
-        row.llm_calls, row.tokens = metered.calls, metered.tokens
-        self._ctx.add_usage(metered.calls, metered.tokens)
+        self._count(row, metered, via)
         return _checked(output, spec)
+
+    def _count(self, row: NodeTrace, metered: MeteredBackend, via: ChatBackend | None) -> None:
+        """Requests actually sent and tokens used: a first request that rode along in another draw's `n`
+        request is not a call of its own (its share of the tokens is already split by the backend)."""
+        calls = metered.calls - (via.requests_saved if isinstance(via, BatchMember) else 0)
+        row.llm_calls, row.tokens = calls, metered.tokens
+        self._ctx.add_usage(calls, metered.tokens)
 
     async def _invoke(
         self, node: OperatorNode, operator_cls: type[Operator], inputs: OperatorInput, runtime: OperatorRuntime

@@ -31,7 +31,12 @@ from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.engine.context import RunContext, planned_total
 from flowsteer_mcp.engine.memo import MemoCache
-from flowsteer_mcp.engine.node_call import CallSettings, NodeCaller
+from flowsteer_mcp.engine.node_call import (
+    DEFAULT_SAMPLE_TEMPERATURE,
+    DEFAULT_SAMPLE_TOP_P,
+    CallSettings,
+    NodeCaller,
+)
 from flowsteer_mcp.engine.stages import StageRunner
 from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import ChatBackend
@@ -63,6 +68,9 @@ class WorkflowEngine:
         memo: MemoCache | _NewMemo | None = NEW_MEMO,
         runtime_options: dict[str, Any] | None = None,
         max_reasks: int = 2,
+        seed: int = 0,
+        sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE,
+        sample_top_p: float = DEFAULT_SAMPLE_TOP_P,
     ) -> None:
         for name, value in (("call_timeout_s", call_timeout_s), ("run_timeout_s", run_timeout_s)):
             if value is not None and not value > 0:
@@ -73,8 +81,17 @@ class WorkflowEngine:
         self.backend = backend
         self.run_timeout_s = run_timeout_s
         self.memo: MemoCache | None = MemoCache() if isinstance(memo, _NewMemo) else memo
+        if not 0.0 < sample_temperature <= 2.0 or not 0.0 < sample_top_p <= 1.0:
+            raise ValueError(
+                f"sampled draws need 0 < temperature <= 2 and 0 < top_p <= 1; got {sample_temperature}, {sample_top_p}"
+            )
         self._settings = CallSettings(
-            call_timeout_s=call_timeout_s, max_reasks=max_reasks, runtime_options=dict(runtime_options or {})
+            call_timeout_s=call_timeout_s,
+            max_reasks=max_reasks,
+            runtime_options=dict(runtime_options or {}),
+            seed=seed,
+            sample_temperature=sample_temperature,
+            sample_top_p=sample_top_p,
         )
 
     async def run(

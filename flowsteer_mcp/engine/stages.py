@@ -4,7 +4,16 @@ Decisions (10-canvas.md §1 and §4; the engine documents its choices where the 
 - A stage fails when its last executed node failed; a parallel stage fails only when every branch failed.
   A failed node never changes the state, so its error can never become the answer.
 - Parallel: branches run concurrently on the same state. Candidates = the texts of the successful branches
-  in branch order. The state then continues as if the first successful non-guidance branch had run alone
+  in branch order. A branch whose operator already occurred earlier in the same stage is a sampled draw
+  (sampling temperature, its own derived seed), so `Programmer | Programmer` yields two different programs;
+  the first occurrence stays greedy.
+- Samples (`samples: k` on a node): the node behaves like k parallel branches of itself: draw 1 greedy,
+  draws 2..k sampled with distinct seeds (node_call.py), all on the same input. An operator stage with k > 1
+  is therefore run as a parallel stage: its k outputs become candidates for the next stage (an ensemble
+  such as ScEnsemble votes over them) and the greedy draw, when it succeeded, is the current solution. A
+  parallel branch with k > 1 contributes its k outputs in place. Inside a conditional or a loop a node has
+  no stage after it that could see candidates, so validation refuses samples > 1 there; the engine runs
+  only the greedy draw if one gets through. The state then continues as if the first successful non-guidance branch had run alone
   (its text is the current solution), plus the guidance of any planner branches. An ensemble stage after a
   parallel is what actually selects or combines; candidates are visible to exactly that next stage.
 - Conditional `C ? F : P`: F runs only when C reports a failed check (verdict False). A check that gave
@@ -41,6 +50,20 @@ def _applied(state: FlowState, result: NodeResult) -> FlowState:
     return state.apply(result.role, result.output, uses_candidates=bool(result.spec and result.spec.needs_candidates))
 
 
+def branch_draws(branches: list[OperatorNode]) -> list[list[int]]:
+    """The draw indices each branch runs (node_call.draw_for: 0 is greedy, i >= 1 sampled).
+
+    The first branch with a given operator starts at the greedy draw; a later branch with the same operator
+    is all samples, so repeating an operator in a parallel stage adds diversity instead of a copy."""
+    seen: set[str] = set()
+    plan: list[list[int]] = []
+    for node in branches:
+        first = 0 if node.operator not in seen else 1
+        seen.add(node.operator)
+        plan.append(list(range(first, first + node.samples)))
+    return plan
+
+
 class StageRunner:
     def __init__(self, caller: NodeCaller) -> None:
         self._caller = caller
@@ -48,6 +71,8 @@ class StageRunner:
     async def run(self, stage: Stage, state: FlowState, sink: list[NodeTrace]) -> StageOutcome:
         if isinstance(stage, ParallelStage):
             return await self._parallel(stage, state, sink)
+        if isinstance(stage, OperatorNode) and stage.samples > 1:  # k draws of itself, as a parallel stage
+            return await self._parallel(ParallelStage(id=stage.id, branches=[stage]), state, sink)
         if isinstance(stage, ConditionalStage):
             outcome = await self._conditional(stage, state, sink)
         elif isinstance(stage, LoopStage):
@@ -63,21 +88,27 @@ class StageRunner:
         return StageOutcome(_applied(state, result), None if result.ok else result.describe_failure())
 
     async def _parallel(self, stage: ParallelStage, state: FlowState, sink: list[NodeTrace]) -> StageOutcome:
-        results: list[NodeResult | None] = [None] * len(stage.branches)
-        rows: list[list[NodeTrace]] = [[] for _ in stage.branches]
+        plan = branch_draws(stage.branches)
+        results: list[list[NodeResult]] = [[] for _ in stage.branches]
+        rows: list[list[list[NodeTrace]]] = [[[] for _ in draws] for draws in plan]
 
         async def branch(index: int) -> None:
-            results[index] = await self._caller.call(stage.branches[index], state, sink=rows[index])
+            node, draws = stage.branches[index], plan[index]
+            if draws == [0]:
+                results[index] = [await self._caller.call(node, state, sink=rows[index][0])]
+            else:
+                results[index] = await self._caller.call_draws(node, state, draws, sinks=rows[index])
 
         try:
             async with anyio.create_task_group() as group:
                 for index in range(len(stage.branches)):
                     group.start_soon(branch, index)
         finally:
-            for branch_rows in rows:  # branch order, also when interrupted
-                sink.extend(branch_rows)
+            for branch_rows in rows:  # branch order, draw order, also when interrupted
+                for draw_rows in branch_rows:
+                    sink.extend(draw_rows)
 
-        done = [r for r in results if r is not None]
+        done = [r for branch_results in results for r in branch_results]
         succeeded = [r for r in done if r.ok]
         if not succeeded:
             reasons = "; ".join(r.describe_failure() for r in done)

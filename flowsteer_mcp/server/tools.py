@@ -200,9 +200,12 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         ctx: Context,
         prompt: Annotated[str | None, Field(description="custom instruction for this node")] = None,
         position: Annotated[int | None, Field(description="0-based stage index; default appends")] = None,
+        samples: Annotated[
+            int, Field(description="draws (1-16): the first greedy, the rest sampled; candidates for the next stage")
+        ] = 1,
     ) -> WorkflowStep:
         """Add one operator stage (appended, or inserted at `position`)."""
-        blueprint = OperatorBlueprint(operator=operator, prompt=prompt)
+        blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples)
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
 
@@ -245,10 +248,13 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         operator: OperatorName,
         ctx: Context,
         prompt: Annotated[str | None, Field(description="new instruction; omitted = operator default")] = None,
+        samples: Annotated[
+            int | None, Field(description="draws of this node (1-16, omitted = 1); see add_operator")
+        ] = None,
     ) -> WorkflowStep:
         """Replace the operator of a node (top-level or inside a structure); its id stays the same."""
         async with opened(workflow_id) as canvas:
-            action = ModifyNode(node_id=node_id, operator=operator, prompt=prompt)
+            action = ModifyNode(node_id=node_id, operator=operator, prompt=prompt, samples=samples)
             return step(workflow_id, await canvas.edit(action, progress_to(ctx)))
 
     @tool("Set node prompt", OVERWRITES_AND_RUNS)

@@ -26,7 +26,15 @@ import openai
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from operators.backends.base import BackendError, ChatRequest, ChatResponse, SamplingParams, Usage, effective_sampling
+from operators.backends.base import (
+    BackendError,
+    ChatRequest,
+    ChatResponse,
+    SamplingParams,
+    Usage,
+    effective_sampling,
+    split_usage,
+)
 from operators.backends.usage import UsageLog, UsageRecord
 
 if TYPE_CHECKING:
@@ -80,6 +88,7 @@ class _Message(BaseModel):
 
 
 class _Choice(BaseModel):
+    index: int = 0
     message: _Message
     finish_reason: str | None = None
 
@@ -190,17 +199,28 @@ class OpenAICompatBackend:
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        return (await self._call(request, 1))[0]
+
+    async def complete_many(self, request: ChatRequest, n: int) -> list[ChatResponse]:
+        """`n` samples of one prompt in one request (`n` choices), so the server processes the prompt once."""
+        if n < 1:
+            raise BackendError(f"complete_many needs n >= 1; got {n}", retryable=False)
+        return await self._call(request, n)
+
+    async def _call(self, request: ChatRequest, n: int) -> list[ChatResponse]:
         if self._closed:
             raise BackendError(f"{self!r} is closed", retryable=False)
         if not request.messages:
             raise BackendError("a chat request needs at least one message", retryable=False)
         arguments = self._arguments(request)
+        if n > 1:
+            arguments["n"] = n
         started = time.perf_counter()
         attempts = 0
         while True:
             attempts += 1
             try:
-                response = await self._attempt(arguments)
+                responses = await self._attempt(arguments, n)
             except _Failure as failure:
                 retries_used = attempts - 1
                 if not failure.retryable or retries_used >= self._retry.max_retries:
@@ -215,9 +235,11 @@ class OpenAICompatBackend:
                 )
                 await anyio.sleep(delay)
                 continue
-            response.latency_s = time.perf_counter() - started
-            self._record_success(request, response, attempts)
-            return response
+            latency = time.perf_counter() - started
+            for response in responses:
+                response.latency_s = latency
+                self._record_success(request, response, attempts)
+            return responses
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -243,7 +265,7 @@ class OpenAICompatBackend:
             arguments["stop"] = list(sampling.stop)
         return arguments
 
-    async def _attempt(self, arguments: dict[str, Any]) -> ChatResponse:
+    async def _attempt(self, arguments: dict[str, Any], n: int) -> list[ChatResponse]:
         try:
             async with self._limiter:
                 # The client's timeout bounds each socket phase; fail_after bounds the whole call, so a
@@ -256,7 +278,7 @@ class OpenAICompatBackend:
             raise _Failure(f"timed out after {self._timeout_s:g}s", retryable=True) from None
         except openai.APIError as exc:
             raise self._classify(exc) from None
-        return self._parse(raw.http_response.content)
+        return self._parse(raw.http_response.content, n)
 
     def _classify(self, exc: openai.APIError) -> _Failure:
         if isinstance(exc, openai.APITimeoutError):
@@ -287,7 +309,7 @@ class OpenAICompatBackend:
             )
         return _Failure(f"{type(exc).__name__}: {exc}", retryable=False)
 
-    def _parse(self, body: bytes) -> ChatResponse:
+    def _parse(self, body: bytes, n: int = 1) -> list[ChatResponse]:
         try:
             data = json.loads(body)
         except ValueError:
@@ -306,21 +328,30 @@ class OpenAICompatBackend:
                 "refusing a substituted model",
                 retryable=False,
             )
-        choice = completion.choices[0]
-        text = choice.message.content or ""
-        if not text.strip():
+        if len(completion.choices) < n:
             raise _Failure(
-                f"empty reply (finish_reason={choice.finish_reason!r}); if 'length', raise max_tokens",
+                f"asked for {n} choices but the endpoint returned {len(completion.choices)}; it may not support `n`",
                 retryable=False,
             )
+        choices = sorted(completion.choices, key=lambda c: c.index)[:n]
+        if n == 1 and not (choices[0].message.content or "").strip():
+            raise _Failure(
+                f"empty reply (finish_reason={choices[0].finish_reason!r}); if 'length', raise max_tokens",
+                retryable=False,
+            )
+        # With n > 1 an empty choice is returned as it is: the operator rejects it and re-asks on its own.
         usage = completion.usage or _Usage()
-        return ChatResponse(
-            text=text,
-            reasoning=choice.message.reasoning_content or choice.message.reasoning,
-            model=completion.model,
-            usage=Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens),
-            finish_reason=choice.finish_reason,
-        )
+        shares = split_usage(Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens), n)
+        return [
+            ChatResponse(
+                text=choice.message.content or "",
+                reasoning=choice.message.reasoning_content or choice.message.reasoning,
+                model=completion.model,
+                usage=share,
+                finish_reason=choice.finish_reason,
+            )
+            for choice, share in zip(choices, shares, strict=True)
+        ]
 
     # -- records --------------------------------------------------------------------------------------
     def _log_context(self, request: ChatRequest) -> dict[str, Any]:

@@ -5,7 +5,7 @@
    against the last user message (the first rule that answers wins);
 2. the queue of canned responses, consumed in order;
 3. recordings loaded from a JSONL file written by `RecordingBackend`, matched by `request_fingerprint`
-   (messages + sampling); several recordings of the same request are replayed in order, the last one
+   (messages + sampling + the draw settings of a sampled call); several recordings of the same request are replayed in order, the last one
    repeating once the others are used;
 4. the `default` reply, if one was given.
 A reply is a string, a full `ChatResponse`, or an exception instance (raised, e.g. a `BackendError` to
@@ -29,7 +29,16 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from operators.backends.base import BackendError, ChatBackend, ChatRequest, ChatResponse, Usage
+from operators.backends.base import (
+    GREEDY,
+    BackendError,
+    ChatBackend,
+    ChatRequest,
+    ChatResponse,
+    Usage,
+    complete_many,
+    draw_seed,
+)
 from operators.backends.usage import UsageLog, UsageRecord
 
 __all__ = [
@@ -71,6 +80,8 @@ def request_fingerprint(request: ChatRequest) -> str:
         "sampling": request.sampling.model_dump(mode="json") if request.sampling is not None else None,
         "max_tokens": request.max_tokens,
     }
+    if request.draw is not None and request.draw != GREEDY:  # greedy calls keep their pre-sampling fingerprint
+        payload["draw"] = request.draw.model_dump(mode="json")
     canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -129,6 +140,7 @@ class ScriptedBackend:
             self._recorded.setdefault(exchange.key, deque()).append(exchange.response)
         self._default = default
         self.requests: list[ChatRequest] = []
+        self.batches: list[tuple[ChatRequest, int]] = []  # complete_many calls: (request, n)
         self.usage_log = UsageLog()
         self.closed = False
 
@@ -159,6 +171,18 @@ class ScriptedBackend:
         response = reply if isinstance(reply, ChatResponse) else self._response(request, reply)
         self._record(request, response)
         return response
+
+    async def complete_many(self, request: ChatRequest, n: int) -> list[ChatResponse]:
+        """`n` samples in one "request", like an endpoint that supports `n`: answered one by one in order,
+        sample i with seed `draw_seed(seed, i)`, so a rule can answer per seed; recorded in `batches`."""
+        self.batches.append((request, n))
+        draw = request.draw or GREEDY
+        return [
+            await self.complete(
+                request.model_copy(update={"draw": draw.model_copy(update={"seed": draw_seed(draw.seed, i)})})
+            )
+            for i in range(n)
+        ]
 
     async def aclose(self) -> None:
         self.closed = True
@@ -259,11 +283,24 @@ class RecordingBackend:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         response = await self.inner.complete(request)
+        await self._write(request, response)
+        return response
+
+    async def complete_many(self, request: ChatRequest, n: int) -> list[ChatResponse]:
+        """Sample i is recorded under seed `draw_seed(seed, i)`: the request `ScriptedBackend.complete_many`
+        replays it as, whether or not the inner backend supports `n`."""
+        responses = await complete_many(self.inner, request, n)
+        draw = request.draw or GREEDY
+        for index, response in enumerate(responses):
+            seeded = draw.model_copy(update={"seed": draw_seed(draw.seed, index)})
+            await self._write(request.model_copy(update={"draw": seeded}), response)
+        return responses
+
+    async def _write(self, request: ChatRequest, response: ChatResponse) -> None:
         exchange = RecordedExchange(key=request_fingerprint(request), request=request, response=response)
         line = exchange.model_dump_json() + "\n"
         async with self._lock, await anyio.open_file(self.path, "a", encoding="utf-8") as handle:
             await handle.write(line)
-        return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from operators.backends.base import BackendError, ChatMessage, ChatRequest
+from operators.backends.base import GREEDY, BackendError, ChatMessage, ChatRequest
 from operators.base import OperatorOutput, OperatorRuntime, OperatorSpec
 from operators.parsing import ReplyError, ReplySchema, parse_reply
 from operators.prompting import SYSTEM_PROMPT, describe_reply_format, reask_prompt, to_messages
@@ -58,6 +58,7 @@ async def ask(
             operator=operator,
             node_id=node_id if isinstance(node_id, str) else None,
             max_tokens=spec.reply_tokens,
+            draw=runtime.draw or GREEDY,  # every call states its sampling; re-asks keep the call's seed
         )
         try:
             response = await runtime.llm.complete(request)

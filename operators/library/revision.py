@@ -35,7 +35,6 @@ __all__ = ["Revise", "ReviseOutput"]
 class ReviseOutput(OperatorOutput):
     changes: str | None = None  # the model's summary of what it changed (text tasks)
     kept_input: bool = False  # True when the revision was rejected (or not attempted) and the input is carried
-    note: str | None = None  # the do-no-harm decision and its evidence, for the trace
 
 
 _REVISE_SCHEMA = ReplySchema(

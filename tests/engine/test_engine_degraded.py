@@ -70,6 +70,25 @@ async def test_a_failing_revise_after_programmer_and_test_degrades_to_the_progra
     assert [row.ok for row in report.trace] == [True, True, False]
 
 
+WORSE_PROGRAM = "def add(a, b):\n    return a - b + 1"  # passes no public test
+
+
+def _programmer_then_worse_revise(request: ChatRequest) -> str | None:
+    if request.operator == "Programmer":
+        return f"```python\n{WRONG_PROGRAM}\n```"
+    return f"```python\n{WORSE_PROGRAM}\n```"
+
+
+async def test_a_rejected_revision_keeps_the_input_and_says_so_on_the_trace() -> None:
+    backend = ScriptedBackend(rules=[_programmer_then_worse_revise], name="worse-revise")
+    engine = WorkflowEngine(default_registry(), backend, max_reasks=0, runtime_options={"test_max_repairs": 0})
+    report = await engine.run(graph(op("node_1", "Programmer"), op("node_2", "Test"), op("node_3", "Revise")), ADD_TASK)
+    assert report.status == "ok" and report.code == WRONG_PROGRAM
+    revise_row = report.trace[-1]
+    assert revise_row.node_id == "node_3" and revise_row.note is not None
+    assert "revision rejected" in revise_row.note and "input kept" in revise_row.note
+
+
 class DegradedExecutorDouble:
     """Reports a degraded run: the answer of an earlier stage, and the error of the failed last one."""
 

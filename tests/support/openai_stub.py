@@ -46,6 +46,7 @@ class StubReply:
     prompt_tokens: int | None = None  # None: word count of the request messages
     completion_tokens: int | None = None  # None: word count of the content
     finish_reason: str = "stop"
+    choices: tuple[str, ...] | None = None  # contents of the choices of an `n` request (None: numbered copies)
 
     @classmethod
     def error(cls, status: int, *, retry_after_s: float | None = None, message: str = "") -> StubReply:
@@ -245,21 +246,38 @@ def _completion(body: dict[str, Any], reply: StubReply) -> dict[str, Any]:
     completion_tokens = reply.completion_tokens
     if completion_tokens is None:
         completion_tokens = len(content.split())
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if reply.reasoning is not None:
-        message["reasoning_content"] = reply.reasoning
+    requested = body.get("n")
+    count = requested if isinstance(requested, int) and requested > 1 else 1
+    contents = _choice_contents(content, reply, count)
+    if count > 1 and reply.completion_tokens is None:
+        completion_tokens = sum(len(text.split()) for text in contents)
+    choices = []
+    for index, text in enumerate(contents):
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
+        choices.append({"index": index, "message": message, "finish_reason": reply.finish_reason})
     return {
         "id": f"chatcmpl-stub-{time.monotonic_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": reply.model if reply.model is not None else body.get("model", ""),
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+        "choices": choices,
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def _choice_contents(content: str, reply: StubReply, count: int) -> list[str]:
+    """The texts of `count` choices (`n` in the request): the scripted ones, else numbered copies."""
+    if reply.choices is not None:
+        return [reply.choices[i % len(reply.choices)] for i in range(count)]
+    if count == 1:
+        return [content]
+    return [f"{content} (choice {i})" for i in range(count)]
 
 
 def _error_body(status: int, message: str) -> tuple[int, bytes, str, Mapping[str, str]]:
