@@ -1,68 +1,39 @@
-"""Normalised answer keys, so that "1,000", "1000.0" and "$1000" count as the same vote.
+"""Normalised answer keys, so that "1,000", "1000.0" and "$1000" count as the same answer.
 
-Why: ScEnsemble votes and Verify's "does the independent answer differ?" must not depend on formatting.
-Numbers become exact fractions (never stripped of sign or decimal point); other text is case- and
-whitespace-folded. This is a comparison key, not a grader.
+Why: Verify's "does the independent answer differ?" (and ScEnsemble's shortcut when all candidates agree)
+must not depend on formatting. The key is built from the shared answer code in `operators.answers` (the
+scorer's `\\boxed{}` reading, answer cleaning and exact numbers): numbers become exact fractions (never
+stripped of sign or decimal point); other text is case- and whitespace-folded. This is a comparison key,
+not a grader; task-aware votes use `operators.answers.majority_index`.
 """
 
 from __future__ import annotations
 
-import re
-from fractions import Fraction
+from operators.answers.exact_numbers import parse_exact_number
+from operators.answers.extract import boxed_contents, clean_answer
 
 __all__ = ["answers_agree", "last_boxed", "normalise_answer"]
 
-_FRAC = re.compile(r"^\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(-?\d+)\s*\}$")
-_PLAIN_NUMBER = re.compile(r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?$")
-_RATIO = re.compile(r"^([-+]?\d+)\s*/\s*([-+]?\d+)$")
-
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (braces balanced), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth = 0
-    begin = start + len("\\boxed{")
-    for i in range(begin, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            if depth == 0:
-                return text[begin:i]
-            depth -= 1
-    return None
-
-
-def _as_number(text: str) -> Fraction | None:
-    candidate = text.strip().lstrip("$").strip()
-    if frac := _FRAC.match(candidate):
-        numerator, denominator = int(frac.group(1)), int(frac.group(2))
-        return Fraction(numerator, denominator) if denominator else None
-    if ratio := _RATIO.match(candidate):
-        numerator, denominator = int(ratio.group(1)), int(ratio.group(2))
-        return Fraction(numerator, denominator) if denominator else None
-    if candidate and any(c.isdigit() for c in candidate) and _PLAIN_NUMBER.match(candidate):
-        try:
-            return Fraction(candidate.replace(",", ""))
-        except (ValueError, ZeroDivisionError):
-            return None
-    return None
+    """Content of the last complete `\\boxed{...}` (braces balanced), or None."""
+    found = boxed_contents(text)
+    return found[-1] if found else None
 
 
 def normalise_answer(text: str) -> str:
-    """A comparison key for an answer: exact numbers as "n" or "p/q", other text folded."""
+    """A comparison key for an answer: exact numbers as "n" or "p/q" ("n%" for a percentage), other text
+    folded."""
     value = text.strip()
     boxed = last_boxed(value)
     if boxed is not None:
-        value = boxed.strip()
-    value = value.strip("*`").strip()
-    if len(value) >= 2 and value[0] == value[-1] == "$":
-        value = value[1:-1].strip()
-    value = value.rstrip(".").strip()
-    number = _as_number(value)
+        value = boxed
+    value = clean_answer(value.strip("`"))
+    number = parse_exact_number(value)
     if number is not None:
-        return str(number.numerator) if number.denominator == 1 else f"{number.numerator}/{number.denominator}"
+        exact = number.value
+        key = str(exact.numerator) if exact.denominator == 1 else f"{exact.numerator}/{exact.denominator}"
+        return f"{key}%" if number.percent else key
     return " ".join(value.casefold().split())
 
 

@@ -1,7 +1,10 @@
 """Solving operators: each produces a new candidate solution (role SOLUTION).
 
 For code tasks a solver's solution *is* the program: `text` and `code` both hold it. For other tasks
-`text` is the answer (for Programmer, the value its program computed).
+`text` is the answer. Programmer on a math (or any non-code) task is program-of-thought: its program is run
+and the value `solve()` returns (or, when it returns None, the last line it printed) is the answer text,
+with the program kept in `code`; that text is what becomes the run's final answer and what the scorer and
+the equivalence votes (`operators.answers`) read.
 """
 
 from __future__ import annotations
@@ -209,8 +212,14 @@ class Programmer(Operator):
             attempts.last = summary
             if not summary.succeeded:
                 raise ReplyError(f"running the program failed.\n{summary.report()}")
-            value = _returned_value(summary.stdout)
-            return ProgrammerOutput(text=value, code=code, execution=summary, attempts=attempts.count)
+            value, how = _returned_value(summary.stdout)
+            return ProgrammerOutput(
+                text=value,
+                code=code,
+                execution=summary,
+                attempts=attempts.count,
+                note=f"program-of-thought: {how} value {_preview(value)}",
+            )
 
         result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
         if isinstance(result, Failure):
@@ -218,10 +227,24 @@ class Programmer(Operator):
         return result
 
 
-def _returned_value(stdout: str) -> str:
+_NOTE_VALUE_CHARS = 80
+
+
+def _preview(value: str) -> str:
+    flat = " ".join(value.split())
+    return flat if len(flat) <= _NOTE_VALUE_CHARS else flat[: _NOTE_VALUE_CHARS - 3] + "..."
+
+
+def _returned_value(stdout: str) -> tuple[str, str]:
+    """The program's answer and how it was found: "executed" (solve()'s return value) or "printed" (solve()
+    returned None, so the last line the program printed stands in for it)."""
     if _RESULT_MARKER not in stdout:
         raise ReplyError("the program finished without solve() returning (was solve() defined and called?)")
-    value = stdout.rsplit(_RESULT_MARKER, 1)[1].strip()
-    if value in ("", "None"):
-        raise ReplyError("solve() returned None; it must return the final answer")
-    return value
+    printed, returned = stdout.rsplit(_RESULT_MARKER, 1)
+    value = returned.strip()
+    if value not in ("", "None"):
+        return value, "executed"
+    printed_lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    if printed_lines:
+        return printed_lines[-1], "printed"
+    raise ReplyError("solve() returned None; it must return the final answer")

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from flowsteer_mcp.canvas.model import WorkflowGraph
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.engine import WorkflowEngine
+from operators.answers import majority_index
 from operators.backends.scripted import ScriptedBackend
 from operators.base import OperatorInput, OperatorRuntime
 from operators.library import AnswerGenerate, Custom, Programmer
+from operators.registry import default_registry
+from tests.engine.doubles import op
+from training.data import Problem
+from training.scoring import score_text
 
 
 def _runtime(backend: ScriptedBackend, max_reasks: int = 2) -> OperatorRuntime:
@@ -115,3 +123,44 @@ async def test_programmer_code_task_loads_the_function() -> None:
     assert output.text == output.code == code
     assert "`is_even`" in backend.prompts[0]
     assert "ModuleNotFoundError" in backend.prompts[1] or "nonexistent_module_xyz" in backend.prompts[1]
+
+
+# ------------------------------------------------------------------------------------ program-of-thought
+
+
+async def test_programmer_math_answer_is_the_executed_value_and_the_trace_says_so() -> None:
+    program = "def solve():\n    apples = 6 * 7\n    return apples"
+    backend = ScriptedBackend([_py(program)])
+    output = await Programmer().run(OperatorInput(problem="6 bags of 7?", task_type="math"), _runtime(backend))
+    assert (output.text, output.code) == ("42", program)
+    assert output.note == "program-of-thought: executed value 42"
+
+
+async def test_programmer_takes_the_printed_value_when_solve_returns_none() -> None:
+    program = "def solve():\n    print('step 1')\n    print(6 * 7)"
+    backend = ScriptedBackend([_py(program)])
+    output = await Programmer().run(OperatorInput(problem="6 bags of 7?", task_type="math"), _runtime(backend))
+    assert output.text == "42"
+    assert output.note == "program-of-thought: printed value 42"
+    assert len(backend.requests) == 1  # accepted without a re-ask
+
+
+async def test_programmer_code_task_has_no_program_of_thought_note() -> None:
+    backend = ScriptedBackend([_py("def one():\n    return 1")])
+    inputs = OperatorInput(problem="One.", task_type="code", entry_point="one")
+    output = await Programmer().run(inputs, _runtime(backend))
+    assert output.ok and output.note is None
+
+
+async def test_an_executed_value_is_the_run_answer_the_scorer_grades_and_a_vote_counts() -> None:
+    backend = ScriptedBackend(rules=[lambda request: _py("def solve():\n    return 3 / 4 * 8")], name="pot")
+    engine = WorkflowEngine(default_registry(), backend, max_reasks=0)
+    task = TaskSpec(problem="Three quarters of 8?", task_type="math")
+    report = await engine.run(WorkflowGraph(stages=[op("node_1", "Programmer")], next_index=2), task)
+    assert (report.status, report.output) == ("ok", "6")
+    assert report.output is not None
+    assert report.trace[0].note is not None and "program-of-thought: executed value 6" in report.trace[0].note
+    problem = Problem(id="pot-1", source="test", problem_type="math", problem=task.problem, ground_truth="6")
+    assert score_text(problem, report.output).correct
+    written = [r"Three quarters is \frac{3}{4}, times 8 gives $\boxed{6}$.", "So the answer is 5."]
+    assert majority_index([*written, report.output], "math") == 0

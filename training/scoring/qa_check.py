@@ -1,8 +1,9 @@
 """Short-answer QA scoring: SQuAD-style normalisation, multiset token F1 and exact match, best over the gold
 alternatives, with unanswerable questions handled explicitly.
 
-Normalisation (the SQuAD evaluation recipe, in this order): lower-case; delete ASCII punctuation; delete the
-articles "a", "an", "the" as whole words; collapse runs of whitespace. F1 counts shared tokens as a multiset
+Normalisation (the SQuAD recipe, in this order; it lives in `operators.answers.normalise`, shared with the QA
+answer votes inside workflows): lower-case; delete ASCII punctuation; delete the articles "a", "an", "the" as
+whole words; collapse runs of whitespace. F1 counts shared tokens as a multiset
 (a token that appears twice must be predicted twice). If either side normalises to no tokens, F1 and EM are
 1 when both are empty and 0 otherwise.
 
@@ -14,55 +15,24 @@ itself shares tokens with it).
 
 from __future__ import annotations
 
-import re
-import string
 from collections import Counter
 from dataclasses import dataclass
 
+from operators.answers.normalise import NO_ANSWER_PHRASES, NO_ANSWER_PREFIXES, is_no_answer, normalise_answer
+
+__all__ = [
+    "NO_ANSWER_PHRASES",
+    "NO_ANSWER_PREFIXES",
+    "UNANSWERABLE_GOLD",
+    "QAVerdict",
+    "check_qa",
+    "exact_match",
+    "is_no_answer",
+    "normalise_answer",
+    "token_f1",
+]
+
 UNANSWERABLE_GOLD = "unanswerable"
-
-# Normalised forms (see `normalise_answer`): "N/A" -> "na", "can't" -> "cant", "the context" -> "context".
-NO_ANSWER_PHRASES: frozenset[str] = frozenset(
-    {
-        "",
-        "unanswerable",
-        "not answerable",
-        "no answer",
-        "no answer found",
-        "none",
-        "unknown",
-        "na",
-        "cannot be answered",
-        "can not be answered",
-        "cant be answered",
-        "cannot answer",
-        "cannot be determined",
-        "cannot be determined from context",
-        "cannot be answered from context",
-        "not enough information",
-        "insufficient information",
-        "no information",
-        "not mentioned",
-        "not mentioned in context",
-        "not in context",
-        "not provided",
-        "not provided in context",
-        "not stated",
-        "not given",
-        "no answer in context",
-    }
-)
-NO_ANSWER_PREFIXES: tuple[str, ...] = ("it is", "this is", "question is", "this question is", "answer is")
-
-_PUNCTUATION = frozenset(string.punctuation)
-_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
-
-
-def normalise_answer(text: str) -> str:
-    lowered = text.lower()
-    no_punctuation = "".join(char for char in lowered if char not in _PUNCTUATION)
-    no_articles = _ARTICLES.sub(" ", no_punctuation)
-    return " ".join(no_articles.split())
 
 
 def token_f1(predicted: str, gold: str) -> float:
@@ -80,16 +50,6 @@ def token_f1(predicted: str, gold: str) -> float:
 
 def exact_match(predicted: str, gold: str) -> float:
     return float(normalise_answer(predicted) == normalise_answer(gold))
-
-
-def is_no_answer(predicted: str) -> bool:
-    norm = normalise_answer(predicted)
-    if norm in NO_ANSWER_PHRASES:
-        return True
-    for prefix in NO_ANSWER_PREFIXES:
-        if norm.startswith(prefix + " ") and norm[len(prefix) + 1 :] in NO_ANSWER_PHRASES:
-            return True
-    return False
 
 
 @dataclass(frozen=True)
