@@ -97,9 +97,11 @@ _SPECS = [
         reply_tokens=160,
         category=Category.ENSEMBLE,
         role=Role.SOLUTION,
-        summary="Picks the most consistent candidate of a parallel stage (vote on normalised answers; "
-        "the LLM only breaks ties).",
-        when_to_use="Right after a parallel stage of solvers.",
+        summary="Picks the most consistent candidate of a parallel stage. Code: runs every program on the "
+        "public tests in the sandbox and picks from the largest behaviour group among those passing the most "
+        "(may ask for a few extra test inputs); other tasks: vote on normalised answers. The LLM only breaks "
+        "ties that execution or the vote cannot settle.",
+        when_to_use="Right after a parallel stage of solvers, or a solver node with `samples: k`.",
         signature="ScEnsemble(problem, candidates) -> {text, index, votes}",
         needs_candidates=True,
     ),

@@ -1,52 +1,50 @@
 """Ensembles: select (ScEnsemble) or combine (Aggregate) the candidates of a parallel stage.
 
-Both decide programmatically when the candidates make the answer obvious (a clear majority for
-ScEnsemble, unanimity for Aggregate) and consult the executor only otherwise; the node's instruction
-is passed to the executor whenever it is consulted.
+Both decide programmatically when the candidates make the answer obvious and consult the executor only
+otherwise; the node's instruction is passed to the executor whenever it is consulted. For code tasks
+ScEnsemble lets execution judge (`code_selection`: the most public tests passed, then the largest
+behaviour group); for other tasks it votes on answers. Asking the executor for a `<choice>` is the last
+resort: a tie without evidence, or code that execution cannot judge (no entry point, no tests and no
+usable inputs, or a sandbox that runs nothing here).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal
 
+import anyio
+import structlog
 from pydantic import Field
 
-from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
+from operators.answers.voting import answer_classes
+from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec
 from operators.library._answers import normalise_answer
-from operators.library._dialogue import Failure, ask_fields
+from operators.library._dialogue import Failure, ask, ask_fields
+from operators.library.code_selection import (
+    PROPOSAL_FORMAT,
+    CodeJudgement,
+    entry_arity,
+    judge_code_candidates,
+    parse_proposed_inputs,
+    proposal_job,
+)
 from operators.parsing import ReplyField, ReplyParseError, ReplySchema, extract_code
 from operators.prompting import Section, compose_prompt, context_sections, describe_reply_format, numbered
+from operators.sandbox import SandboxRefusedError
 from operators.specs import BUILTIN_SPECS
 
-__all__ = ["Aggregate", "AggregateOutput", "EnsembleOutput", "ScEnsemble", "choose_by_vote"]
+log = structlog.get_logger(__name__)
+
+__all__ = ["Aggregate", "AggregateOutput", "EnsembleOutput", "ScEnsemble", "vote_by_answer"]
 
 
 class EnsembleOutput(OperatorOutput):
     index: int | None = None  # 0-based position of the chosen candidate in the input list
-    votes: list[int] = Field(default_factory=list)  # per candidate: how many candidates share its answer
-    decided_by: Literal["single", "vote", "llm"] | None = None
-
-
-def choose_by_vote(candidates: list[str]) -> tuple[int | None, list[int], list[int]]:
-    """Majority vote on normalised answers.
-
-    Returns (winner index or None, votes per candidate, indices of the tied leaders to choose from).
-    A winner needs at least two votes and strictly more than any other answer.
-    """
-    keys = [normalise_answer(c) if c.strip() else "" for c in candidates]
-    counts = Counter(k for k in keys if k)
-    votes = [counts[k] if k else 0 for k in keys]
-    if not counts:
-        return None, votes, []
-    ranked = counts.most_common()
-    top = ranked[0][1]
-    leaders = [key for key, count in ranked if count == top]
-    if len(leaders) == 1 and top >= 2:
-        return keys.index(leaders[0]), votes, []
-    first_of_each = [keys.index(key) for key in leaders]
-    return None, votes, sorted(first_of_each)
+    # Per candidate: how many candidates share its answer; when execution decided, the size of its behaviour
+    # group (0 for candidates outside the best public-test score).
+    votes: list[int] = Field(default_factory=list)
+    decided_by: Literal["single", "execution", "vote", "llm"] | None = None
 
 
 def _choice_schema(count: int) -> ReplySchema:
@@ -66,6 +64,39 @@ def _check_choice(count: int) -> Callable[[dict[str, Any]], None]:
     return check
 
 
+def _answer_classes(candidates: list[str], task_type: str) -> list[list[int]]:
+    """Math and QA answers are grouped as the grader compares them; other tasks (general text, code that
+    execution could not judge) by the number-aware normalised answer."""
+    if task_type in ("math", "qa"):
+        return answer_classes(candidates, task_type)
+    groups: dict[str, list[int]] = {}
+    for index, candidate in enumerate(candidates):
+        key = normalise_answer(candidate) if candidate.strip() else ""
+        if key:
+            groups.setdefault(key, []).append(index)
+    return list(groups.values())
+
+
+async def vote_by_answer(candidates: list[str], task_type: str) -> tuple[int | None, list[int], list[int]]:
+    """The answer vote of non-code tasks (and of code that execution could not judge), by the grader's notion
+    of "the same answer" (`operators.answers`: math equivalence, SQuAD-normalised short answers).
+
+    Returns (winner or None, per candidate the size of its answer class, the leaders of the largest classes for
+    the LLM tie-break). Math equivalence may call sympy, so it runs in a worker thread.
+    """
+    classes = await anyio.to_thread.run_sync(_answer_classes, candidates, task_type)
+    votes = [0] * len(candidates)
+    for members in classes:
+        for index in members:
+            votes[index] = len(members)
+    if not classes:
+        return None, votes, [i for i, c in enumerate(candidates) if c.strip()]
+    top = max(len(members) for members in classes)
+    leaders = [members[0] for members in classes if len(members) == top]
+    winner = leaders[0] if top >= 2 and len(leaders) == 1 else None
+    return winner, votes, leaders if len(leaders) > 1 else [members[0] for members in classes]
+
+
 _CHOOSE_JOB = (
     "Several candidate solutions to the problem below disagree. Compare them and choose the one most "
     "likely to be correct; judge the reasoning, not how confident a candidate sounds."
@@ -73,7 +104,7 @@ _CHOOSE_JOB = (
 
 
 class ScEnsemble(Operator):
-    """Self-consistency: majority vote on normalised answers; the executor only breaks ties."""
+    """Self-consistency: execution judges code, a vote judges answers; the executor only breaks ties."""
 
     spec = BUILTIN_SPECS["ScEnsemble"]
     output_model = EnsembleOutput
@@ -82,12 +113,29 @@ class ScEnsemble(Operator):
         candidates = inputs.candidates
         if not any(c.strip() for c in candidates):
             return EnsembleOutput(ok=False, error="ScEnsemble: no candidates; put a parallel stage before it")
-        winner, votes, tied = choose_by_vote(candidates)
         if len([c for c in candidates if c.strip()]) == 1:
             only = next(i for i, c in enumerate(candidates) if c.strip())
+            votes = [1 if i == only else 0 for i in range(len(candidates))]
             return EnsembleOutput(text=candidates[only], index=only, votes=votes, decided_by="single")
+        fallback_note: str | None = None
+        if inputs.task_type == "code":
+            judged = await _judge_by_execution(inputs, runtime, self.spec)
+            if isinstance(judged, CodeJudgement):
+                chosen = candidates[judged.index]
+                return EnsembleOutput(
+                    text=chosen,
+                    code=_program(chosen, inputs.entry_point),
+                    index=judged.index,
+                    votes=judged.group_sizes,
+                    decided_by="execution",
+                    note=judged.note,
+                )
+            fallback_note = judged
+        winner, votes, tied = await vote_by_answer(candidates, inputs.task_type)
         if winner is not None:
-            return EnsembleOutput(text=candidates[winner], index=winner, votes=votes, decided_by="vote")
+            return EnsembleOutput(
+                text=candidates[winner], index=winner, votes=votes, decided_by="vote", note=fallback_note
+            )
         schema = _choice_schema(len(tied))
         prompt = compose_prompt(
             job=_CHOOSE_JOB,
@@ -102,7 +150,64 @@ class ScEnsemble(Operator):
         if isinstance(reply, Failure):
             return reply.as_output(EnsembleOutput)
         chosen = tied[reply["choice"] - 1]
-        return EnsembleOutput(text=candidates[chosen], index=chosen, votes=votes, decided_by="llm")
+        return EnsembleOutput(text=candidates[chosen], index=chosen, votes=votes, decided_by="llm", note=fallback_note)
+
+
+def _program(candidate: str, entry_point: str | None) -> str | None:
+    """The program in a code candidate, or None when it holds none defining the entry point."""
+    if not candidate.strip():
+        return None
+    try:
+        return extract_code(candidate, entry_point=entry_point, require_entry_point=True)
+    except ReplyParseError:
+        return None
+
+
+async def _judge_by_execution(
+    inputs: OperatorInput, runtime: OperatorRuntime, spec: OperatorSpec
+) -> CodeJudgement | str:
+    """The execution verdict, or why there is none (the note of the fallback decision)."""
+    entry_point = inputs.entry_point
+    if not entry_point:
+        return "execution could not judge: the task names no entry point"
+    programs = [_program(c, entry_point) for c in inputs.candidates]
+    if not any(programs):
+        return f"execution could not judge: no candidate defines `{entry_point}`"
+    first = next(p for p in programs if p)
+    arity = entry_arity(first, entry_point)
+
+    async def propose() -> list[str]:
+        prompt = compose_prompt(
+            job=proposal_job(entry_point),
+            sections=[*context_sections(inputs), Section("Public tests", inputs.public_tests or "")],
+            instruction=None,
+            reply_format=PROPOSAL_FORMAT,
+        )
+
+        async def accept(reply: str) -> list[str]:
+            return parse_proposed_inputs(reply, arity=arity)  # junk yields no inputs, never a re-ask
+
+        proposal_spec = spec.model_copy(update={"reply_tokens": _PROPOSAL_TOKENS})
+        proposed = await ask(runtime, proposal_spec, prompt, accept, reply_format=PROPOSAL_FORMAT)
+        return [] if isinstance(proposed, Failure) else proposed
+
+    try:
+        judged = await judge_code_candidates(
+            programs,
+            entry_point=entry_point,
+            public_tests=inputs.public_tests,
+            timeout_s=runtime.sandbox_timeout_s,
+            propose=propose,
+        )
+    except SandboxRefusedError as refused:
+        log.warning("ensemble_sandbox_refused", reason=str(refused))
+        return f"execution could not judge: the sandbox refused to run ({refused})"
+    if judged is None:
+        return "execution could not judge: no public tests and no usable inputs to tell the candidates apart"
+    return judged
+
+
+_PROPOSAL_TOKENS = 256  # a few short argument tuples
 
 
 class AggregateOutput(OperatorOutput):
