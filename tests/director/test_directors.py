@@ -10,7 +10,7 @@ from typing import Any
 from mcp import Client
 
 from flowsteer_mcp.canvas.options import TaskSpec
-from flowsteer_mcp.director.direct import DirectDirector
+from flowsteer_mcp.director.direct import DirectDirector, with_task_imports
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.policy import REASK, PolicyDirector
 from flowsteer_mcp.director.template import TemplateDirector, template_dsl
@@ -135,6 +135,62 @@ async def test_direct_director_makes_one_executor_call_and_extracts_code() -> No
     assert result.answer == "def add(a, b):\n    return a + b"
     assert result.llm_calls == 1 and result.error is None
     assert "assert add(1, 2) == 3" in backend.requests[0].messages[-1].content
+
+
+HUMANEVAL_STUB = (
+    "from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n"
+    '    """Whether the running balance ever drops below zero.\n    >>> below_zero([1, -2])\n    True\n    """\n'
+)
+
+
+async def test_direct_sends_one_user_turn_and_keeps_the_models_default_system_prompt() -> None:
+    backend = ScriptedBackend(["6*7 = 42.\n\\boxed{42}"])
+    result = await DirectDirector(backend).run(TASK)
+    (request,) = backend.requests
+    assert [m.role for m in request.messages] == ["user"]  # no system message: the chat template adds its own
+    prompt = request.messages[0].content
+    assert prompt.startswith("What is 6*7?") and prompt.endswith("put your final answer within \\boxed{}.")
+    assert request.max_tokens is None  # the backend's max_tokens applies; direct never truncates itself
+    assert result.answer == "6*7 = 42.\n\\boxed{42}"
+
+
+async def test_direct_code_prompt_has_the_instruction_the_stub_and_the_example_tests() -> None:
+    backend = ScriptedBackend(["```python\ndef add(a, b):\n    return a + b\n```"])
+    task = TaskSpec(
+        problem="def add(a, b):\n", task_type="code", entry_point="add", public_tests="assert add(1, 2) == 3"
+    )
+    await DirectDirector(backend).run(task)
+    (message,) = backend.requests[0].messages
+    assert message.role == "user"
+    assert message.content.startswith("Write the complete Python solution.")
+    assert message.content.index("def add(a, b):") < message.content.index("Example tests:\nassert add(1, 2) == 3")
+
+
+async def test_direct_keeps_the_stubs_imports_when_the_program_leaves_them_out() -> None:
+    reply = (
+        "```python\nprint(below_zero([1, -2]))\n```\nThe function:\n```python\n"
+        "def below_zero(operations: List[int]) -> bool:\n    total = 0\n    for op in operations:\n"
+        "        total += op\n        if total < 0:\n            return True\n    return False\n```\nDone."
+    )
+    task = TaskSpec(problem=HUMANEVAL_STUB, task_type="code", entry_point="below_zero")
+    result = await DirectDirector(ScriptedBackend([reply])).run(task)
+    assert result.answer is not None and result.answer.startswith("from typing import List\n")
+    namespace: dict[str, Any] = {}
+    exec(result.answer, namespace)  # without the import the annotation raises NameError
+    assert namespace["below_zero"]([1, -2]) is True
+
+
+def test_task_imports_are_added_only_when_missing() -> None:
+    has_import = "from typing import List\n\ndef below_zero(operations: List[int]) -> bool:\n    return False"
+    assert with_task_imports(has_import, HUMANEVAL_STUB) == has_import
+    aliased = "import typing as List\n\ndef f():\n    pass"
+    assert with_task_imports(aliased, HUMANEVAL_STUB) == aliased  # the name is bound already
+    prose = "Write a function.\nimport the numbers and sort them.\n\ndef f(x):"
+    assert with_task_imports("def f(x):\n    return x", prose) == "def f(x):\n    return x"
+    stub = "import math\nfrom collections import Counter\n\ndef f(x):\n"
+    added = with_task_imports("import math\n\ndef f(x):\n    return Counter(x)", stub)
+    assert added.splitlines()[0] == "from collections import Counter" and added.count("import math") == 1
+    assert with_task_imports("def broken(:", stub) == "def broken(:"
 
 
 async def test_a_failed_final_run_is_reported_as_the_episode_error() -> None:
