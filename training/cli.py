@@ -57,6 +57,28 @@ def _source_list(text: str) -> list[str]:
     return names
 
 
+def _director_name(text: str) -> str:
+    from training.evaluate.directors import check_director_name
+
+    try:
+        return check_director_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+class _ListWorkflows(argparse.Action):
+    """`--list-workflows`: print the library and exit at once, like --help (no other argument needed)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        from flowsteer_mcp.director.library import library_listing
+
+        print(library_listing())
+        parser.exit()
+
+
 def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     from training.evaluate.directors import DIRECTOR_NAMES
 
@@ -76,9 +98,20 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     who.add_argument(
         "--director",
         action="append",
-        choices=DIRECTOR_NAMES,
-        required=True,
-        help="who drives the canvas; repeat to compare several side by side",
+        type=_director_name,
+        metavar="NAME",
+        help=f"who drives the canvas: {', '.join(DIRECTOR_NAMES)}, or template:NAME for a library workflow "
+        "(see --list-workflows); repeat to compare several side by side",
+    )
+    who.add_argument(
+        "--workflow",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="also evaluate the workflow in FILE (export_workflow JSON), reported as workflow:STEM; repeatable",
+    )
+    who.add_argument(
+        "--list-workflows", action=_ListWorkflows, help="print the workflow library (template:NAME) and exit"
     )
     who.add_argument("--policy-url", help="OpenAI-compatible endpoint of the policy (e.g. http://127.0.0.1:8000/v1)")
     who.add_argument("--policy-model", help="model name served at --policy-url")
@@ -200,10 +233,16 @@ _DELEGATED: dict[str, Callable[[list[str]], int]] = {
 
 def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Cross-argument rules argparse cannot express; each failure exits with code 2 and says what to change."""
-    names: list[str] = args.director
+    names: list[str] = args.director or []
+    stems = [path.stem for path in args.workflow or []]
+    if not names and not stems:
+        parser.error("give at least one --director or --workflow")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         parser.error(f"--director {', '.join(repeated)} given more than once")
+    repeated = sorted({stem for stem in stems if stems.count(stem) > 1})
+    if repeated:
+        parser.error(f"--workflow files named {', '.join(repeated)} given more than once (reports name them by stem)")
     uses_policy = "policy" in names
     if uses_policy and args.replay is None and not (args.policy_url and args.policy_model):
         parser.error("--director policy needs --policy-url and --policy-model")
@@ -254,14 +293,14 @@ async def _run_eval(args: argparse.Namespace) -> int:
     from operators.registry import default_registry
     from training.data import DatasetError
     from training.evaluate.clients import in_process_clients, remote_clients
-    from training.evaluate.directors import PolicyEndpoint, build_director
+    from training.evaluate.directors import PolicyEndpoint, build_director, build_workflow_director
     from training.evaluate.journal import ItemJournal, JournalError
     from training.evaluate.recording import executor_backend, start_recording
     from training.evaluate.report import markdown_report, write_report
     from training.evaluate.results import EvalConfig
     from training.evaluate.runner import evaluate
 
-    names: list[str] = args.director
+    names: list[str] = args.director or []
     try:
         problems = _load_problems(args)
         if args.record is not None:
@@ -281,7 +320,9 @@ async def _run_eval(args: argparse.Namespace) -> int:
             replay=args.replay,
         )
         directors = [build_director(name, executor_backend=backend, policy=policy) for name in names]
-    except (ConfigError, DatasetError, FileNotFoundError, ValueError) as error:
+        directors += [build_workflow_director(path) for path in args.workflow or []]
+        names = [director.name for director in directors]
+    except (ConfigError, DatasetError, OSError, ValueError) as error:
         print(f"flowsteer eval: error: {error}", file=sys.stderr)
         return USAGE_ERROR
 
@@ -297,6 +338,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
 
     config = EvalConfig(
         directors=names,
+        workflows=[str(path) for path in args.workflow or []],
         concurrency=args.concurrency,
         data=[str(path) for path in args.data],
         limit=args.limit,

@@ -1,130 +1,93 @@
-"""The `template` baseline: a fixed workflow per task type, built through the same MCP tools a policy uses.
+"""Fixed-workflow directors: `template` (a library workflow per task type) and `workflow:STEM` (a JSON file).
 
-Honest comparison point for learned directors: no decisions are made per task. The workflow is built with the
-typed tools (execution deferred to the end), run once, and finished under the relaxed gate.
+Honest comparison points for learned directors: no decisions are made per task. Both import the workflow's
+canonical JSON through the MCP `import_workflow` tool (one path for library entries and files, so prompts and
+samples survive and the server validates the spec like any import), finish under the relaxed gate without
+executing before that, and collect the answer of the one run that finish makes.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
 
 from mcp import Client
-from pydantic import BaseModel
+from pydantic import ValidationError
 
+from flowsteer_mcp.canvas.export import WorkflowDocument
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.episode import EpisodeResult
 from flowsteer_mcp.director.finalize import add_usage, collect
+from flowsteer_mcp.director.library import UnknownWorkflowError, library_workflow, require_known
 from flowsteer_mcp.director.link import CanvasCallError, CanvasLink
 
-
-class TemplateStage(BaseModel):
-    """Arguments of one typed tool call (`add_operator` or `add_structure`)."""
-
-    tool: str
-    arguments: dict[str, Any]
+# Build without running (execute_each_step off); finish is the only round used, the spare one is slack.
+_OPTIONS = {"finish": "relaxed", "execute_each_step": False, "max_rounds": 3}
 
 
-def _op(name: str, prompt: str) -> TemplateStage:
-    return TemplateStage(tool="add_operator", arguments={"operator": name, "prompt": prompt})
+def template_dsl(task_type: str, name: str | None = None) -> str:
+    """The DSL a template builds (for reports and docs); `name` None is the task type's default."""
+    return library_workflow(task_type, name).dsl()
 
 
-def _check(condition: str, on_fail: str, prompts: list[str]) -> TemplateStage:
-    return TemplateStage(
-        tool="add_structure",
-        arguments={"structure": "conditional", "condition": condition, "on_fail": on_fail, "prompts": prompts},
-    )
+class FixedWorkflowDirector:
+    """Runs the workflow `spec_for(task)` returns (a JSON export) on each task through the MCP tools."""
 
-
-def _parallel(operators: list[str], prompts: list[str]) -> TemplateStage:
-    return TemplateStage(
-        tool="add_structure", arguments={"structure": "parallel", "operators": operators, "prompts": prompts}
-    )
-
-
-TEMPLATES: dict[str, list[TemplateStage]] = {
-    "math": [
-        _op("Plan", "List the quantities and the steps needed to compute the answer; do not compute it."),
-        _parallel(
-            ["Programmer", "Custom"],
-            ["Compute the answer exactly in solve() and return it.", "Reason step by step and state the final number."],
-        ),
-        _op("ScEnsemble", "Choose the answer most candidates agree on."),
-        _check(
-            "Verify",
-            "Revise",
-            ["Solve independently and compare with the answer.", "Correct the answer using the check's feedback."],
-        ),
-        _op("Format", "Output only the final number."),
-    ],
-    "code": [
-        _op("Plan", "Outline the algorithm in a few short steps and name the edge cases; no code."),
-        _op("Programmer", "Write the complete function with the exact signature."),
-        _check(
-            "Test",
-            "Revise",
-            ["Run the public tests.", "Fix the function so the failing tests pass; keep the signature."],
-        ),
-    ],
-    "qa": [
-        _op("Custom", "Answer the question from the given information in a few words."),
-        _check("Review", "Revise", ["Check that the answer is supported and short.", "Give a corrected short answer."]),
-        _op("Format", "Output only the short answer span."),
-    ],
-    "general": [
-        _op("Plan", "Outline how to answer this task in a few steps."),
-        _op("Custom", "Answer the task following the plan."),
-        _check("Review", "Revise", ["Check the answer for errors.", "Fix the answer using the review."]),
-        _op("Format", "Output only the final answer."),
-    ],
-}
-
-
-def template_dsl(task_type: str) -> str:
-    """The DSL a template builds (for reports and docs)."""
-    from flowsteer_mcp.canvas.blueprint import (
-        ConditionalBlueprint,
-        OperatorBlueprint,
-        ParallelBlueprint,
-        StageBlueprint,
-        build_stage,
-    )
-    from flowsteer_mcp.canvas.dsl import render_stage
-
-    parts = []
-    for stage in TEMPLATES[task_type]:
-        args = stage.arguments
-        blueprint: StageBlueprint
-        if stage.tool == "add_operator":
-            blueprint = OperatorBlueprint(operator=args["operator"])
-        elif args["structure"] == "parallel":
-            blueprint = ParallelBlueprint(operators=args["operators"])
-        else:
-            blueprint = ConditionalBlueprint(check=args["condition"], on_fail=args["on_fail"])
-        parts.append(render_stage(build_stage(blueprint, 1)))
-    return " -> ".join(parts)
-
-
-class TemplateDirector:
-    name = "template"
-
-    def __init__(self, templates: dict[str, list[TemplateStage]] | None = None) -> None:
-        self.templates = templates or TEMPLATES
+    def __init__(self, name: str, spec_for: Callable[[TaskSpec], str]) -> None:
+        self.name = name
+        self.spec_for = spec_for
 
     async def run(self, task: TaskSpec, client: Client) -> EpisodeResult:
         started = time.monotonic()
         link = CanvasLink(client)
         result = EpisodeResult(director=self.name, task=task)
-        stages = self.templates[task.task_type]
-        options = {"finish": "relaxed", "execute_each_step": False, "max_rounds": len(stages) + 2}
         try:
-            created = await link.create(task, options)
+            spec = self.spec_for(task)
+            created = await link.call(
+                "import_workflow",
+                spec=spec,
+                format="json",
+                task=task.problem,
+                task_type=task.task_type,
+                entry_point=task.entry_point,
+                public_tests=task.public_tests,
+                options=_OPTIONS,
+            )
             workflow_id = created["workflow_id"]
-            for stage in stages:
-                await link.call(stage.tool, workflow_id=workflow_id, **stage.arguments)
             step = await link.call("finish", workflow_id=workflow_id)
             result = add_usage(result, step)
             result = await collect(link, workflow_id, result)
-        except CanvasCallError as error:
+        except (CanvasCallError, UnknownWorkflowError) as error:
             result = result.model_copy(update={"error": str(error)})
         return result.model_copy(update={"wall_s": time.monotonic() - started})
+
+
+class TemplateDirector(FixedWorkflowDirector):
+    """`template` (the default library workflow of each task type) or `template:NAME` (a named one)."""
+
+    def __init__(self, workflow: str | None = None) -> None:
+        if workflow is not None:
+            require_known(workflow)
+        self.workflow = workflow
+        super().__init__(
+            "template" if workflow is None else f"template:{workflow}",
+            lambda task: library_workflow(task.task_type, workflow).spec(),
+        )
+
+
+def workflow_file_director(path: str | Path) -> FixedWorkflowDirector:
+    """`workflow:STEM`: the workflow in `path` (the `export_workflow(format="json")` format) on every task.
+
+    The file is read and its document shape checked now, so a bad path fails before any episode runs; the
+    server re-validates the graph on every import.
+    """
+    file = Path(path)
+    text = file.read_text(encoding="utf-8")
+    try:
+        WorkflowDocument.model_validate_json(text)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "top level"
+        raise ValueError(f"{file} is not a workflow JSON export (at {where}: {first['msg']})") from None
+    return FixedWorkflowDirector(f"workflow:{file.stem}", lambda task: text)

@@ -72,13 +72,39 @@ def test_markdown_table_compares_directors_side_by_side(report: EvalReport) -> N
     wilson = wilson_interval(3, 4)
     assert table[0] == "### gsm8k (math)"
     assert table[2] == (
-        "| director | score (%) | 95% CI | mean turns | mean tokens | mean LLM calls | mean wall s | failures | n |"
+        "| director | score (%) | 95% CI | score (%) per 1k tokens | mean turns | mean tokens | mean LLM calls "
+        "| mean wall s | failures | n |"
     )
-    assert table[4] == "| template | 100.0 | [51.0, 100.0] | 4.0 | 300 | 6.0 | 2.0 | 0 | 4 |"
+    # per 1k tokens, by hand: template 100% / 0.300k tokens = 333.3; direct 75% / 0.250k tokens = 300.0
+    assert table[4] == "| template | 100.0 | [51.0, 100.0] | 333.3 | 4.0 | 300 | 6.0 | 2.0 | 0 | 4 |"
     assert table[5] == (
-        f"| direct | 75.0 | [{100 * (wilson.low or 0):.1f}, {100 * (wilson.high or 0):.1f}] | 1.0 | 250 | 1.0 | 2.0 | 1 | 4 |"
+        f"| direct | 75.0 | [{100 * (wilson.low or 0):.1f}, {100 * (wilson.high or 0):.1f}] | 300.0 | 1.0 | 250 "
+        "| 1.0 | 2.0 | 1 | 4 |"
     )
+    assert "Per 1k tokens: the score divided by the mean executor tokens" in table[-1]
     assert "Wilson score interval" in table[-1] and "accuracy" in table[-1]
+
+
+def test_score_per_1k_executor_tokens_is_in_the_aggregates_and_json(report: EvalReport, tmp_path: Path) -> None:
+    cells = {(c.source, c.director): c for c in aggregate(report)}
+    assert cells[("gsm8k", "direct")].score_per_1k_tokens == pytest.approx(3.0)  # 0.75 / 250 tokens * 1000
+    assert cells[("gsm8k", "template")].score_per_1k_tokens == pytest.approx(1 / 0.3)  # 1.0 / 300 tokens * 1000
+    assert cells[("squad_v2", "template")].score_per_1k_tokens == pytest.approx(0.5 / 0.3)  # mean F1 0.5
+    json_path, _ = write_report(report, tmp_path)
+    aggregates = json.loads(json_path.read_text(encoding="utf-8"))["aggregates"]
+    assert aggregates[1]["director"] == "direct" and aggregates[1]["score_per_1k_tokens"] == pytest.approx(3.0)
+
+
+def test_score_per_1k_tokens_is_undefined_without_executor_tokens() -> None:
+    free = EvalReport(
+        config=EvalConfig(directors=["direct"], concurrency=1),
+        started_at="t",
+        wall_s=0.0,
+        items=[item("direct", "gsm8k", "math", 0, 1.0, tokens=0)],
+    )
+    (cell,) = aggregate(free)
+    assert cell.score_per_1k_tokens is None
+    assert "| direct | 100.0 | [20.7, 100.0] | n/a |" in markdown_report(free)
 
 
 def test_qa_table_names_the_t_interval(report: EvalReport) -> None:

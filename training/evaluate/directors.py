@@ -1,4 +1,5 @@
-"""Build directors from their command-line names (`direct`, `template`, `policy`).
+"""Build directors from their command-line names (`direct`, `template`, `template:NAME`, `policy`) and
+workflow files (`--workflow FILE`, reported as `workflow:STEM`).
 
 The director modules are imported lazily so that, e.g., a `template`-only run never imports the OpenAI client.
 """
@@ -17,6 +18,7 @@ from operators.backends.base import ChatBackend
 
 DirectorName = Literal["direct", "template", "policy"]
 DIRECTOR_NAMES: tuple[DirectorName, ...] = ("direct", "template", "policy")
+TEMPLATE_PREFIX = "template:"
 REPLAY_POLICY_URL = "http://policy-replay.invalid/v1"  # never contacted: the replay transport answers
 
 
@@ -75,10 +77,29 @@ def build_director(
         from flowsteer_mcp.director.direct import DirectDirector
 
         return DirectDirector(executor_backend)
-    if name == "template":
+    if name == "template" or name.startswith(TEMPLATE_PREFIX):
         from flowsteer_mcp.director.template import TemplateDirector
 
-        return TemplateDirector()
+        return TemplateDirector(name.removeprefix(TEMPLATE_PREFIX) if name != "template" else None)
     if name == "policy":
         return _policy_director(policy or PolicyEndpoint())
-    raise ValueError(f"unknown director {name!r}; choose from {', '.join(DIRECTOR_NAMES)}")
+    raise ValueError(f"unknown director {name!r}; choose from {', '.join(DIRECTOR_NAMES)} or template:NAME")
+
+
+def check_director_name(name: str) -> str:
+    """`name` if it names a director (`template:NAME` only with a library NAME); else ValueError listing names."""
+    if name in DIRECTOR_NAMES:
+        return name
+    if name.startswith(TEMPLATE_PREFIX):
+        from flowsteer_mcp.director.library import require_known
+
+        require_known(name.removeprefix(TEMPLATE_PREFIX))
+        return name
+    raise ValueError(f"invalid choice: {name!r} (choose from {', '.join(DIRECTOR_NAMES)} or template:NAME)")
+
+
+def build_workflow_director(path: Path) -> Director:
+    """The `workflow:STEM` director for a workflow JSON export; ValueError/OSError when the file is unusable."""
+    from flowsteer_mcp.director.template import workflow_file_director
+
+    return workflow_file_director(path)

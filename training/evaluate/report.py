@@ -41,6 +41,7 @@ class CellSummary(BaseModel):
     correct: int  # strictly correct items (QA: exact match)
     mean_turns: float
     mean_tokens: float
+    score_per_1k_tokens: float | None  # score_mean per 1000 mean executor tokens; None when no tokens were used
     mean_policy_tokens: float
     mean_llm_calls: float
     mean_wall_s: float
@@ -55,21 +56,28 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
+def per_1k_tokens(score_mean: float, mean_tokens: float) -> float | None:
+    """Score bought per 1000 executor tokens (issue #10: a cheaper workflow within a point of the best wins)."""
+    return 1000 * score_mean / mean_tokens if mean_tokens > 0 else None
+
+
 def summarise(director: str, source: str, items: Sequence[ItemResult]) -> CellSummary:
     if not items:
         raise ValueError(f"no items for director {director!r} on {source!r}")
     problem_type = items[0].problem_type
     scores = [item.score for item in items]
+    score_mean, mean_tokens = _mean(scores), _mean([item.tokens for item in items])
     return CellSummary(
         director=director,
         source=source,
         problem_type=problem_type,
         n=len(items),
-        score_mean=_mean(scores),
+        score_mean=score_mean,
         ci=score_interval(scores, interval_method(problem_type), CONFIDENCE),
         correct=sum(item.correct for item in items),
         mean_turns=_mean([item.turns for item in items]),
-        mean_tokens=_mean([item.tokens for item in items]),
+        mean_tokens=mean_tokens,
+        score_per_1k_tokens=per_1k_tokens(score_mean, mean_tokens),
         mean_policy_tokens=_mean([item.policy_tokens for item in items]),
         mean_llm_calls=_mean([item.llm_calls for item in items]),
         mean_wall_s=_mean([item.wall_s for item in items]),
@@ -130,7 +138,7 @@ def dataset_table(cells: Sequence[CellSummary]) -> str:
         raise ValueError("a dataset table needs at least one cell")
     first = cells[0]
     show_policy = any(cell.mean_policy_tokens for cell in cells)
-    header = ["director", "score (%)", "95% CI", "mean turns", "mean tokens"]
+    header = ["director", "score (%)", "95% CI", "score (%) per 1k tokens", "mean turns", "mean tokens"]
     header += ["mean policy tokens"] if show_policy else []
     header += ["mean LLM calls", "mean wall s", "failures", "n"]
     lines = [
@@ -144,6 +152,7 @@ def dataset_table(cells: Sequence[CellSummary]) -> str:
             cell.director,
             _percent(cell.score_mean),
             _ci_text(cell.ci),
+            _percent(cell.score_per_1k_tokens),
             f"{cell.mean_turns:.1f}",
             f"{cell.mean_tokens:.0f}",
         ]
@@ -153,7 +162,8 @@ def dataset_table(cells: Sequence[CellSummary]) -> str:
     meaning = _SCORE_MEANING.get(first.problem_type, "mean score")
     lines += [
         "",
-        f"Score: {meaning}. 95% CI: {METHOD_DESCRIPTIONS[first.ci.method]}. Tokens: executor tokens per episode"
+        f"Score: {meaning}. 95% CI: {METHOD_DESCRIPTIONS[first.ci.method]}. Per 1k tokens: the score divided by "
+        "the mean executor tokens per episode, times 1000. Tokens: executor tokens per episode"
         + ("; policy tokens are the director model's." if show_policy else ".")
         + " Failures: episodes with an error or no answer (scored 0).",
     ]

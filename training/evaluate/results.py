@@ -12,7 +12,8 @@ class EvalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    directors: list[str]
+    directors: list[str]  # `workflow:STEM` for a --workflow file, `template:NAME` for a library workflow
+    workflows: list[str] = Field(default_factory=list)  # the --workflow files, in order
     concurrency: int = Field(ge=1)
     data: list[str] = Field(default_factory=list)
     limit: int | None = None

@@ -1,0 +1,285 @@
+"""The workflow library: named fixed workflows per task type, each a candidate for the `template` default.
+
+Every entry is a list of stage blueprints (operators, prompts, samples) with a one-line rationale. A director
+runs an entry by importing its canonical JSON export through the MCP `import_workflow` tool, the same path a
+workflow file (`flowsteer eval --workflow FILE`) takes, so the library and files are measured identically and
+the server validates every entry like any other import.
+
+`classic` in each task type is the workflow the `template` director built before the library existed, kept so
+the old measurement stays reproducible. `DEFAULT_WORKFLOW` is the one setting that says which entry plain
+`template` runs; change it only on measured evidence (issue #10: the winner per task type becomes the default).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict
+
+from flowsteer_mcp.canvas.blueprint import (
+    ConditionalBlueprint,
+    OperatorBlueprint,
+    ParallelBlueprint,
+    StageBlueprint,
+    build_stage,
+)
+from flowsteer_mcp.canvas.export import export_json
+from flowsteer_mcp.canvas.model import WorkflowGraph
+
+
+class LibraryWorkflow(BaseModel):
+    """One named workflow: its stages and why it is worth measuring."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    task_type: str
+    rationale: str
+    stages: tuple[StageBlueprint, ...]
+
+    def graph(self) -> WorkflowGraph:
+        """The graph the stages build (ids node_1..node_n, as the canvas would number them)."""
+        stages = [build_stage(blueprint, index) for index, blueprint in enumerate(self.stages, start=1)]
+        return WorkflowGraph(stages=stages, next_index=len(stages) + 1)
+
+    def spec(self) -> str:
+        """The canonical JSON export (`export_workflow(format="json")`'s format), ready for `import_workflow`."""
+        return export_json(self.graph())
+
+    def dsl(self) -> str:
+        return str(json.loads(self.spec())["dsl"])
+
+
+def _op(operator: str, prompt: str, samples: int = 1) -> OperatorBlueprint:
+    return OperatorBlueprint(operator=operator, prompt=prompt, samples=samples)
+
+
+def _parallel(branches: list[tuple[str, str, int]]) -> ParallelBlueprint:
+    return ParallelBlueprint(
+        operators=[name for name, _, _ in branches],
+        prompts=[prompt for _, prompt, _ in branches],
+        samples=[samples for _, _, samples in branches],
+    )
+
+
+def _check(check: str, on_fail: str, prompts: list[str]) -> ConditionalBlueprint:
+    return ConditionalBlueprint(check=check, on_fail=on_fail, prompts=list(prompts))
+
+
+# Prompts shared by several entries: short, task-appropriate instructions for a small executor.
+_CODE = "Write the complete function with the exact signature."
+_CODE_PICK = "Pick the program that passes the public tests."
+_CODE_TESTS = "Run the public tests."
+_CODE_FIX = "Fix the function so the failing tests pass; keep the signature."
+_POT = "Compute the answer exactly in solve() and return it."
+_COT = "Reason step by step and state the final number."
+_MATH_VOTE = "Choose the answer most candidates agree on."
+_NUMBER = "Output only the final number."
+_SHORT = "Answer the question from the given information in a few words."
+_QA_VOTE = "Choose the short answer most candidates agree on."
+_SPAN = "Output only the short answer span."
+
+
+def _entries(task_type: str, *items: tuple[str, str, list[StageBlueprint]]) -> dict[str, LibraryWorkflow]:
+    return {
+        name: LibraryWorkflow(name=name, task_type=task_type, rationale=rationale, stages=tuple(stages))
+        for name, rationale, stages in items
+    }
+
+
+LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
+    "code": _entries(
+        "code",
+        (
+            "classic",
+            "the pre-library template (plan, one program, test-and-revise); kept for reproducibility",
+            [
+                _op("Plan", "Outline the algorithm in a few short steps and name the edge cases; no code."),
+                _op("Programmer", _CODE),
+                _check("Test", "Revise", [_CODE_TESTS, _CODE_FIX]),
+            ],
+        ),
+        ("greedy", "one greedy program: the workflow floor, close to direct", [_op("Programmer", _CODE)]),
+        (
+            "sample4-exec",
+            "4 draws (first greedy), the sandbox picks by public tests and behaviour clusters",
+            [_op("Programmer", _CODE, samples=4), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
+            "sample8-exec",
+            "as sample4-exec with 8 draws: more chances to contain a passing program",
+            [_op("Programmer", _CODE, samples=8), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
+            "exec-repair",
+            "sample4-exec, then repair on failing public tests; do-no-harm keeps the better program",
+            [
+                _op("Programmer", _CODE, samples=4),
+                _op("ScEnsemble", _CODE_PICK),
+                _check("Test", "Revise", [_CODE_TESTS, _CODE_FIX]),
+            ],
+        ),
+        (
+            "plan-sample-exec",
+            "a short plan first, so all 4 draws share the algorithm; the sandbox picks",
+            [
+                _op("Plan", "Outline the algorithm in a few short steps and name the edge cases; no code."),
+                _op("Programmer", "Implement the plan as the complete function with the exact signature.", samples=4),
+                _op("ScEnsemble", _CODE_PICK),
+            ],
+        ),
+        (
+            "custom+programmer-exec",
+            "two prompt styles give diverse candidates; the sandbox picks among them",
+            [
+                _parallel(
+                    [
+                        ("Custom", "Write the complete Python function in a ```python block.", 2),
+                        ("Programmer", _CODE, 2),
+                    ]
+                ),
+                _op("ScEnsemble", _CODE_PICK),
+            ],
+        ),
+    ),
+    "math": _entries(
+        "math",
+        (
+            "classic",
+            "the pre-library template (plan, program and reasoning, vote, verify-revise, format)",
+            [
+                _op("Plan", "List the quantities and the steps needed to compute the answer; do not compute it."),
+                _parallel([("Programmer", _POT, 1), ("Custom", _COT, 1)]),
+                _op("ScEnsemble", _MATH_VOTE),
+                _check(
+                    "Verify",
+                    "Revise",
+                    [
+                        "Solve independently and compare with the answer.",
+                        "Correct the answer using the check's feedback.",
+                    ],
+                ),
+                _op("Format", _NUMBER),
+            ],
+        ),
+        ("greedy-cot", "one greedy chain of thought: the workflow floor", [_op("Custom", _COT)]),
+        ("pot", "one executed program (program-of-thought): arithmetic by the sandbox", [_op("Programmer", _POT)]),
+        (
+            "pot4-vote",
+            "4 executed programs, answers voted by mathematical equivalence",
+            [_op("Programmer", _POT, samples=4), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
+            "cot4-vote",
+            "self-consistency: 4 chains of thought voted by equivalence",
+            [_op("Custom", _COT, samples=4), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
+            "pot2+cot2-vote",
+            "programs and reasoning err differently, so a mixed vote is more robust",
+            [_parallel([("Programmer", _POT, 2), ("Custom", _COT, 2)]), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
+            "pot4-vote-format",
+            "pot4-vote with a final format step, for graders strict about the answer form",
+            [_op("Programmer", _POT, samples=4), _op("ScEnsemble", _MATH_VOTE), _op("Format", _NUMBER)],
+        ),
+    ),
+    "qa": _entries(
+        "qa",
+        (
+            "classic",
+            "the pre-library template (answer, review-revise, format)",
+            [
+                _op("Custom", _SHORT),
+                _check(
+                    "Review",
+                    "Revise",
+                    ["Check that the answer is supported and short.", "Give a corrected short answer."],
+                ),
+                _op("Format", _SPAN),
+            ],
+        ),
+        ("greedy", "one greedy short answer: the workflow floor", [_op("AnswerGenerate", _SHORT)]),
+        (
+            "vote5",
+            "5 short answers voted after SQuAD normalisation (self-consistency)",
+            [_op("AnswerGenerate", _SHORT, samples=5), _op("ScEnsemble", _QA_VOTE)],
+        ),
+        (
+            "custom-vote",
+            "5 free-form answers voted after normalisation; Custom follows the prompt more literally",
+            [_op("Custom", _SHORT, samples=5), _op("ScEnsemble", _QA_VOTE)],
+        ),
+        (
+            "greedy-format",
+            "one answer trimmed to the span: token F1 rewards short answers",
+            [_op("AnswerGenerate", _SHORT), _op("Format", _SPAN)],
+        ),
+        (
+            "vote5-format",
+            "vote5, then trim the winner to the span",
+            [_op("AnswerGenerate", _SHORT, samples=5), _op("ScEnsemble", _QA_VOTE), _op("Format", _SPAN)],
+        ),
+        (
+            "mixed-vote",
+            "two operators' answers (3 + 2 draws) voted together for diversity",
+            [
+                _parallel([("AnswerGenerate", _SHORT, 3), ("Custom", _SHORT, 2)]),
+                _op("ScEnsemble", _QA_VOTE),
+            ],
+        ),
+    ),
+    "general": _entries(
+        "general",
+        (
+            "classic",
+            "the pre-library template (plan, answer, review-revise, format)",
+            [
+                _op("Plan", "Outline how to answer this task in a few steps."),
+                _op("Custom", "Answer the task following the plan."),
+                _check("Review", "Revise", ["Check the answer for errors.", "Fix the answer using the review."]),
+                _op("Format", "Output only the final answer."),
+            ],
+        ),
+    ),
+}
+
+# The entry plain `template` runs per task type. Unchanged until the screening runs pick winners (issue #10).
+DEFAULT_WORKFLOW: dict[str, str] = {"code": "classic", "math": "classic", "qa": "classic", "general": "classic"}
+
+
+class UnknownWorkflowError(ValueError):
+    """A library name that does not exist (for the task type asked, or at all); the message lists the names."""
+
+
+def workflow_names() -> list[str]:
+    """Every library name, once, in library order."""
+    return list(dict.fromkeys(name for entries in LIBRARY.values() for name in entries))
+
+
+def require_known(name: str) -> None:
+    """Raise UnknownWorkflowError unless some task type has a workflow called `name`."""
+    if name not in workflow_names():
+        raise UnknownWorkflowError(f"unknown workflow {name!r}; the library has: {', '.join(workflow_names())}")
+
+
+def library_workflow(task_type: str, name: str | None = None) -> LibraryWorkflow:
+    """The entry `name` for `task_type` (None: the default); an unknown pair names the valid ones."""
+    entries = LIBRARY.get(task_type, {})
+    chosen = name or DEFAULT_WORKFLOW.get(task_type, "classic")
+    if chosen not in entries:
+        valid = ", ".join(entries) or "none"
+        raise UnknownWorkflowError(f"no workflow {chosen!r} for task type {task_type!r}; choose from: {valid}")
+    return entries[chosen]
+
+
+def library_listing() -> str:
+    """The library as text, one line per workflow (`flowsteer eval --list-workflows`)."""
+    lines = []
+    for task_type, entries in LIBRARY.items():
+        lines.append(f"{task_type} (template default: {DEFAULT_WORKFLOW[task_type]})")
+        for entry in entries.values():
+            lines.append(f"  {entry.name:<24} {entry.dsl()}")
+            lines.append(f"  {'':<24} {entry.rationale}")
+    return "\n".join(lines)

@@ -1,0 +1,137 @@
+"""`flowsteer eval` on fixed workflows: `--workflow FILE` (an export_workflow JSON) and `--director
+template:NAME`, end to end through the in-process MCP server on a scripted executor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.director.link import CanvasLink
+from flowsteer_mcp.server import build_server
+from tests.support.scripted_executor import ScriptedExecutor
+from training.cli import main
+from training.evaluate.directors import build_director, build_workflow_director
+
+SCRIPTED_CONFIG = """
+[executor]
+model = "script"
+
+[models.script]
+backend = "scripted"
+default_reply = "Final answer: 16"
+"""
+
+PROBLEMS = [
+    {"id": "toy/1", "source": "gsm8k", "problem_type": "math", "problem": "What is 8 + 8?", "ground_truth": "16"},
+    {"id": "toy/2", "source": "gsm8k", "problem_type": "math", "problem": "What is 9 + 7?", "ground_truth": "16"},
+]
+
+
+@pytest.fixture(autouse=True)
+def hermetic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("FLOWSTEER_CONFIG", "FLOWSTEER_EXECUTOR_MODEL", "FLOWSTEER_EXECUTOR_BACKEND"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.delenv("FLOWSTEER_EXECUTOR_BASE_URL", raising=False)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "executor.toml").write_text(SCRIPTED_CONFIG, encoding="utf-8")
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(record) + "\n" for record in PROBLEMS), encoding="utf-8")
+    return tmp_path
+
+
+def eval_args(workspace: Path, *extra: str) -> list[str]:
+    data, config = str(workspace / "data.jsonl"), str(workspace / "executor.toml")
+    return ["eval", "--data", data, "--config", config, "--no-progress", "--concurrency", "1", *extra]
+
+
+def exported_workflow(path: Path) -> str:
+    """Build `Custom{3} -> ScEnsemble` with the typed tools on a server, export it as JSON into `path`."""
+
+    async def build() -> str:
+        server = build_server(executor=ScriptedExecutor())
+        async with Client(server.mcp) as client:
+            link = CanvasLink(client)
+            created = await link.create(TaskSpec(problem="any", task_type="math"), {"execute_each_step": False})
+            workflow_id = created["workflow_id"]
+            await link.call("add_operator", workflow_id=workflow_id, operator="Custom", prompt="Add up.", samples=3)
+            await link.call("add_operator", workflow_id=workflow_id, operator="ScEnsemble", prompt="Vote.")
+            exported = await link.call("export_workflow", workflow_id=workflow_id, format="json")
+        return str(exported["content"])
+
+    content = anyio.run(build)
+    path.write_text(content, encoding="utf-8")
+    return content
+
+
+def report(folder: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    return document
+
+
+def test_an_exported_workflow_file_and_a_library_workflow_are_evaluated_side_by_side(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = exported_workflow(workspace / "vote3.json")
+    out = workspace / "run"
+    args = ["--director", "template:greedy-cot", "--workflow", str(workspace / "vote3.json"), "--out", str(out)]
+    assert main(eval_args(workspace, *args)) == 0
+    printed = capsys.readouterr().out
+    assert "| template:greedy-cot |" in printed and "| workflow:vote3 |" in printed
+    assert "workflow:vote3 vs template:greedy-cot, paired on the same 2 problems" in printed
+    document = report(out)
+    assert document["config"]["directors"] == ["template:greedy-cot", "workflow:vote3"]
+    assert document["config"]["workflows"] == [str(workspace / "vote3.json")]
+    by_director: dict[str, list[dict[str, Any]]] = {}
+    for item in document["items"]:
+        by_director.setdefault(item["director"], []).append(item)
+    assert {item["dsl"] for item in by_director["workflow:vote3"]} == {json.loads(spec)["dsl"]}
+    assert {item["dsl"] for item in by_director["template:greedy-cot"]} == {"Custom"}
+    assert all(item["error"] is None and item["score"] == 1.0 for item in document["items"])
+    # 3 draws and a vote cost more executor calls than one greedy chain of thought
+    assert all(item["llm_calls"] == 1 for item in by_director["template:greedy-cot"])
+    assert all(item["llm_calls"] > 1 for item in by_director["workflow:vote3"])
+
+
+def test_list_workflows_prints_the_library_without_other_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--list-workflows"]) == 0
+    text = capsys.readouterr().out
+    assert "sample4-exec" in text and "Programmer{4} -> ScEnsemble" in text and "pot2+cot2-vote" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--director", "template:nope"], "unknown workflow 'nope'; the library has: classic, greedy, sample4-exec"),
+        ([], "give at least one --director or --workflow"),
+        (["--workflow", "a/w.json", "--workflow", "b/w.json"], "--workflow files named w given more than once"),
+    ],
+)
+def test_bad_workflow_arguments_exit_2_with_a_message(
+    workspace: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(eval_args(workspace, *extra)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_unusable_workflow_file_exits_2_before_running(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(eval_args(workspace, "--workflow", str(workspace / "missing.json"))) == 2
+    assert "missing.json" in capsys.readouterr().err
+    (workspace / "bad.json").write_text('{"dsl": "Custom"}', encoding="utf-8")
+    assert main(eval_args(workspace, "--workflow", str(workspace / "bad.json"))) == 2
+    assert "bad.json is not a workflow JSON export (at graph: Field required)" in capsys.readouterr().err
+
+
+def test_directors_are_named_after_the_library_entry_or_the_file_stem(tmp_path: Path) -> None:
+    exported_workflow(tmp_path / "my-flow.json")
+    assert build_director("template:pot").name == "template:pot"
+    assert build_director("template").name == "template"
+    assert build_workflow_director(tmp_path / "my-flow.json").name == "workflow:my-flow"
