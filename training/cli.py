@@ -7,6 +7,7 @@ evaluation harness (`training.evaluate`). Logs go to stderr; stdout carries only
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import os
 import sys
@@ -339,6 +340,9 @@ async def _run_eval(args: argparse.Namespace) -> int:
     config = EvalConfig(
         directors=names,
         workflows=[str(path) for path in args.workflow or []],
+        workflow_digests={
+            f"workflow:{path.stem}": hashlib.sha256(path.read_bytes()).hexdigest() for path in args.workflow or []
+        },
         concurrency=args.concurrency,
         data=[str(path) for path in args.data],
         limit=args.limit,

@@ -15,13 +15,33 @@ from flowsteer_mcp.director.episode import Director, EpisodeResult
 from flowsteer_mcp.director.generation import PolicySampling
 
 
+def _director_name(name: str) -> str:
+    """argparse type: the known directors, or template:NAME for a library workflow (checked against the library)."""
+    if name in ("direct", "template", "policy"):
+        return name
+    if name.startswith("template:"):
+        from flowsteer_mcp.director.library import require_known
+
+        try:
+            require_known(name.removeprefix("template:"))
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return name
+    raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from direct, template, template:NAME, policy)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowsteer solve", description="Solve one task with a director.")
     parser.add_argument("task", help="the task text (or @FILE to read it from a file)")
     parser.add_argument("--task-type", choices=["math", "code", "qa", "general"], default="general")
     parser.add_argument("--entry-point")
     parser.add_argument("--public-tests", help="visible tests (code tasks), or @FILE")
-    parser.add_argument("--director", choices=["direct", "template", "policy"], default="template")
+    parser.add_argument(
+        "--director",
+        type=_director_name,
+        default="template",
+        help="direct, template, template:NAME (a library workflow; see flowsteer eval --list-workflows) or policy",
+    )
     parser.add_argument("--config", type=Path, help="executor config file (TOML/YAML)")
     parser.add_argument("--mcp-url", help="use a running flowsteer-mcp server instead of an in-process one")
     parser.add_argument("--policy-url", help="OpenAI-compatible base URL of the policy (policy director)")
@@ -78,10 +98,11 @@ async def solve(args: argparse.Namespace) -> EpisodeResult:
         from operators.backends.factory import build_executor_backend
 
         director = DirectDirector(build_executor_backend(args.config))
-    elif args.director == "template":
+    elif args.director == "template" or args.director.startswith("template:"):
         from flowsteer_mcp.director.template import TemplateDirector
 
-        director = TemplateDirector()
+        named = args.director.removeprefix("template").removeprefix(":")
+        director = TemplateDirector(named or None)
     else:
         from flowsteer_mcp.director.policy import PolicyDirector
 

@@ -149,3 +149,15 @@ def test_the_listing_names_every_workflow_with_its_dsl_and_rationale() -> None:
     for entry in ENTRIES:
         assert entry.dsl() in text and entry.rationale in text and entry.name in text
     assert "code (template default: classic)" in text
+
+
+def test_flowsteer_solve_accepts_library_workflows_and_refuses_unknown_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from flowsteer_mcp.director.solve import _parser
+
+    assert _parser().parse_args(["What is 2+2?", "--director", "template:pot4-vote"]).director == "template:pot4-vote"
+    assert _parser().parse_args(["What is 2+2?"]).director == "template"
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["What is 2+2?", "--director", "template:nope"])
+    assert "unknown workflow 'nope'" in capsys.readouterr().err

@@ -135,3 +135,17 @@ def test_directors_are_named_after_the_library_entry_or_the_file_stem(tmp_path: 
     assert build_director("template:pot").name == "template:pot"
     assert build_director("template").name == "template"
     assert build_workflow_director(tmp_path / "my-flow.json").name == "workflow:my-flow"
+
+
+def test_resume_refuses_a_workflow_file_that_changed(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec_path = workspace / "vote3.json"
+    spec = exported_workflow(spec_path)
+    out = workspace / "run"
+    args = ["--workflow", str(spec_path), "--out", str(out)]
+    assert main(eval_args(workspace, *args)) == 0
+    assert main(eval_args(workspace, *args, "--resume")) == 0  # same file: the journal is reused
+    assert "Add up." in spec
+    spec_path.write_text(spec.replace("Add up.", "Add up carefully."), encoding="utf-8")
+    capsys.readouterr()
+    assert main(eval_args(workspace, *args, "--resume")) == 2
+    assert "workflow_digests" in capsys.readouterr().err

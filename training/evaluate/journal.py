@@ -21,7 +21,9 @@ JOURNAL_NAME = "items.jsonl"
 JOURNAL_FORMAT = 1
 # The config fields an item's result depends on; the others (concurrency, limit, data paths) only choose
 # which items run, so they may change between a run and its resumption.
-IDENTITY_FIELDS = ("executor", "mcp_url", "policy_url", "policy_model", "seed", "replay")
+IDENTITY_FIELDS = ("executor", "mcp_url", "policy_url", "policy_model", "seed", "replay", "workflow_digests")
+# fields older journals lack; a missing one reads as this default
+_IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}}
 
 ItemKey = tuple[str, str, str]  # (director, source, problem_id)
 
@@ -41,9 +43,9 @@ def _header(config: EvalConfig) -> dict[str, Any]:
 def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
     current = config.model_dump(mode="json")
     return [
-        f"{name}: journal {recorded.get(name)!r}, this run {current[name]!r}"
+        f"{name}: journal {recorded.get(name, _IDENTITY_DEFAULTS.get(name))!r}, this run {current[name]!r}"
         for name in IDENTITY_FIELDS
-        if recorded.get(name) != current[name]
+        if recorded.get(name, _IDENTITY_DEFAULTS.get(name)) != current[name]
     ]
 
 

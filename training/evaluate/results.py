@@ -14,6 +14,8 @@ class EvalConfig(BaseModel):
 
     directors: list[str]  # `workflow:STEM` for a --workflow file, `template:NAME` for a library workflow
     workflows: list[str] = Field(default_factory=list)  # the --workflow files, in order
+    # director name -> sha256 of its workflow file: a resumed run must evaluate the same workflows
+    workflow_digests: dict[str, str] = Field(default_factory=dict)
     concurrency: int = Field(ge=1)
     data: list[str] = Field(default_factory=list)
     limit: int | None = None
