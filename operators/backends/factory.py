@@ -70,6 +70,7 @@ def _build_openai(config: OpenAIModelConfig, env: Mapping[str, str] | None, usag
             backoff_max_s=config.backoff_max_s,
         ),
         max_tokens_field=config.max_tokens_field,
+        send_seed=config.send_seed,
         usage_log=usage_log,
     )
 

@@ -150,6 +150,7 @@ class OpenAICompatBackend:
         timeout_s: float = 60.0,
         retry: RetryPolicy | None = None,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        send_seed: bool = True,
         usage_log: UsageLog | None = None,
         http_client: httpx2.AsyncClient | None = None,
         rng: random.Random | None = None,
@@ -167,6 +168,7 @@ class OpenAICompatBackend:
         self._timeout_s = timeout_s
         self._retry = retry or RetryPolicy()
         self._max_tokens_field = max_tokens_field
+        self._send_seed = send_seed
         self._limiter = anyio.CapacityLimiter(max_concurrency)
         self._rng = rng or random.Random()
         self._closed = False
@@ -195,6 +197,7 @@ class OpenAICompatBackend:
             "base_url": display_url(self._base_url),
             "model": self._model,
             "sampling": self._sampling.model_dump(mode="json"),
+            **({} if self._send_seed else {"send_seed": False}),
         }
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
@@ -259,7 +262,7 @@ class OpenAICompatBackend:
             "top_p": sampling.top_p,
             self._max_tokens_field: sampling.max_tokens,
         }
-        if sampling.seed is not None:
+        if sampling.seed is not None and self._send_seed:
             arguments["seed"] = sampling.seed
         if sampling.stop:
             arguments["stop"] = list(sampling.stop)

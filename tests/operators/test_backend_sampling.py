@@ -91,6 +91,16 @@ async def test_openai_sends_the_draw(stub: OpenAIStub) -> None:
     assert "n" not in body
 
 
+async def test_openai_can_be_told_not_to_send_seeds(stub: OpenAIStub) -> None:
+    backend = backend_for(stub, send_seed=False)
+    try:
+        await backend.complete(request(draw=SAMPLE))
+    finally:
+        await backend.aclose()
+    body = stub.chat_requests[0].body
+    assert "seed" not in body and (body["temperature"], body["top_p"]) == (0.8, 0.95)
+
+
 async def test_openai_complete_many_is_one_request_with_n(stub: OpenAIStub) -> None:
     stub.enqueue(StubReply(choices=("def f(): return 1", "def f(): return 2", "def f(): return 3"), prompt_tokens=50))
     backend = backend_for(stub)
@@ -207,3 +217,16 @@ async def test_recorded_samples_replay_under_the_same_seeds(tmp_path: Path) -> N
     replayed = await replay.complete_many(request(draw=SAMPLE), 3)
     assert [r.text for r in replayed] == [r.text for r in recorded]
     assert len({r.text for r in recorded}) == 3
+
+
+async def test_send_seed_false_in_a_model_config_reaches_the_backend(stub: OpenAIStub) -> None:
+    from operators.backends.config import OpenAIModelConfig
+    from operators.backends.factory import build_backend
+
+    config = OpenAIModelConfig(backend="openai", base_url=stub.base_url, model=MODEL, max_retries=0, send_seed=False)
+    backend = build_backend(config)
+    try:
+        await backend.complete(request(draw=SAMPLE))
+    finally:
+        await backend.aclose()
+    assert "seed" not in stub.chat_requests[0].body
