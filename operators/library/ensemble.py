@@ -17,7 +17,7 @@ import anyio
 import structlog
 from pydantic import Field
 
-from operators.answers.voting import answer_classes
+from operators.answers.voting import answer_vote
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec
 from operators.library._answers import normalise_answer
 from operators.library._dialogue import Failure, ask, ask_fields
@@ -64,37 +64,13 @@ def _check_choice(count: int) -> Callable[[dict[str, Any]], None]:
     return check
 
 
-def _answer_classes(candidates: list[str], task_type: str) -> list[list[int]]:
-    """Math and QA answers are grouped as the grader compares them; other tasks (general text, code that
-    execution could not judge) by the number-aware normalised answer."""
-    if task_type in ("math", "qa"):
-        return answer_classes(candidates, task_type)
-    groups: dict[str, list[int]] = {}
-    for index, candidate in enumerate(candidates):
-        key = normalise_answer(candidate) if candidate.strip() else ""
-        if key:
-            groups.setdefault(key, []).append(index)
-    return list(groups.values())
-
-
 async def vote_by_answer(candidates: list[str], task_type: str) -> tuple[int | None, list[int], list[int]]:
-    """The answer vote of non-code tasks (and of code that execution could not judge), by the grader's notion
-    of "the same answer" (`operators.answers`: math equivalence, SQuAD-normalised short answers).
-
-    Returns (winner or None, per candidate the size of its answer class, the leaders of the largest classes for
-    the LLM tie-break). Math equivalence may call sympy, so it runs in a worker thread.
-    """
-    classes = await anyio.to_thread.run_sync(_answer_classes, candidates, task_type)
-    votes = [0] * len(candidates)
-    for members in classes:
-        for index in members:
-            votes[index] = len(members)
-    if not classes:
-        return None, votes, [i for i, c in enumerate(candidates) if c.strip()]
-    top = max(len(members) for members in classes)
-    leaders = [members[0] for members in classes if len(members) == top]
-    winner = leaders[0] if top >= 2 and len(leaders) == 1 else None
-    return winner, votes, leaders if len(leaders) > 1 else [members[0] for members in classes]
+    """The answer vote (`operators.answers.voting`: the grader's notion of "the same answer") of non-code tasks
+    and of code that execution could not judge: (winner or None, class size per candidate, the candidates an LLM
+    tie-break chooses among). Math equivalence may call sympy, so the vote runs in a worker thread."""
+    vote = await anyio.to_thread.run_sync(answer_vote, candidates, task_type)
+    tied = vote.leaders if len(vote.leaders) > 1 else [i for i, c in enumerate(candidates) if c.strip()]
+    return vote.winner, vote.sizes, tied
 
 
 _CHOOSE_JOB = (
