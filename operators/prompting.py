@@ -17,6 +17,7 @@ from operators.base import OperatorInput
 from operators.parsing import ReplySchema
 
 __all__ = [
+    "EXAMPLE_TESTS",
     "SYSTEM_PROMPT",
     "Section",
     "compose_prompt",
@@ -33,6 +34,7 @@ SYSTEM_PROMPT = (
     "carefully, and answer in the reply format requested at the end of the message."
 )
 
+EXAMPLE_TESTS = "Example tests"  # the section title of a code task's visible tests
 MAX_SECTION_CHARS = 12_000  # keeps one runaway candidate from crowding out the rest of the prompt
 
 
@@ -79,10 +81,18 @@ def context_sections(
     guidance: bool = False,
     candidates: bool = False,
 ) -> list[Section]:
-    """The problem plus the requested parts of the workflow state that are present."""
+    """The problem plus the requested parts of the workflow state that are present.
+
+    Code tasks always show their visible example tests, as the `direct` baseline's prompt does: they pin down
+    names, argument order and the expected output form, and a workflow step must not know less than a single
+    direct call does (issue #10: MBPP programs written without them returned True/False where the tests
+    expected "Valid"/"Invalid").
+    """
     sections = [Section("Problem", inputs.problem)]
     if inputs.task_type == "code" and inputs.entry_point:
         sections.append(Section("Required function", f"`{inputs.entry_point}`"))
+    if inputs.task_type == "code" and inputs.public_tests and inputs.public_tests.strip():
+        sections.append(Section(EXAMPLE_TESTS, inputs.public_tests))
     if guidance and inputs.guidance:
         sections.append(Section("Guidance from earlier steps", "\n\n".join(inputs.guidance)))
     if candidates and inputs.candidates:

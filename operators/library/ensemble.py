@@ -155,7 +155,7 @@ async def _judge_by_execution(
     async def propose() -> list[str]:
         prompt = compose_prompt(
             job=proposal_job(entry_point),
-            sections=[*context_sections(inputs), Section("Public tests", inputs.public_tests or "")],
+            sections=context_sections(inputs),  # the example tests are among them
             instruction=None,
             reply_format=PROPOSAL_FORMAT,
         )

@@ -96,9 +96,8 @@ class Test(Operator):
         prompt = compose_prompt(
             job=_REPAIR_JOB,
             sections=[
-                *context_sections(inputs),
+                *context_sections(inputs),  # the example tests are among them
                 Section("Program", code),
-                Section("Public tests", tests),
                 Section("Test run", first.report()),
             ],
             instruction=inputs.instruction,

@@ -125,6 +125,23 @@ async def test_programmer_code_task_loads_the_function() -> None:
     assert "ModuleNotFoundError" in backend.prompts[1] or "nonexistent_module_xyz" in backend.prompts[1]
 
 
+@pytest.mark.parametrize("operator", [Programmer, Custom])
+async def test_code_solvers_see_the_example_tests_that_direct_sees(operator: type[Programmer] | type[Custom]) -> None:
+    """A workflow step must not know less than one direct call: the visible tests fix the output form."""
+    backend = ScriptedBackend([_py('def check(s):\n    return "Valid"')])
+    tests = 'assert check("abba") == "Valid"'
+    inputs = OperatorInput(problem="Check the ends.", task_type="code", entry_point="check", public_tests=tests)
+    output = await operator().run(inputs, _runtime(backend))
+    assert output.ok, output.error
+    assert f"## Example tests\n{tests}" in backend.prompts[0]
+
+
+async def test_example_tests_are_not_shown_outside_code_tasks() -> None:
+    backend = ScriptedBackend(["7"])
+    await Custom().run(OperatorInput(problem="3+4?", public_tests="assert 1"), _runtime(backend))
+    assert "Example tests" not in backend.prompts[0]
+
+
 # ------------------------------------------------------------------------------------ program-of-thought
 
 
