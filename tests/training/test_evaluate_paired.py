@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.evaluate.paired import mcnemar_exact, paired_comparisons
+from training.evaluate.paired import mcnemar_exact, paired_comparisons, pooled_comparisons
 from training.evaluate.results import ItemResult
 
 
@@ -49,3 +49,23 @@ def test_only_problems_both_directors_ran_are_paired() -> None:
     assert (pair.source, pair.director, pair.baseline) == ("gsm8k", "template", "direct")
     assert (pair.n, pair.better, pair.worse) == (3, 1, 1)
     assert pair.p_value == 1.0
+
+
+def code_item(director: str, source: str, pid: str, correct: bool) -> ItemResult:
+    return item(director, source, pid, correct).model_copy(update={"problem_type": "code"})
+
+
+def test_pooled_comparison_pairs_all_datasets_of_a_task_type() -> None:
+    """Six wins out of six are significant pooled (p = 0.031) though neither dataset's three are (p = 0.25)."""
+    items = [
+        code_item(director, source, f"{source}/{n}", director == "template")
+        for source in ("humaneval", "mbpp")
+        for n in range(3)
+        for director in ("direct", "template")
+    ] + [item("direct", "gsm8k", "g", True), item("template", "gsm8k", "g", False)]
+    per_source = {pair.source: pair for pair in paired_comparisons(items, ["direct", "template"])}
+    assert per_source["humaneval"].p_value == pytest.approx(0.25)
+    (pooled,) = pooled_comparisons(items, ["direct", "template"])  # gsm8k is one dataset: nothing to pool
+    assert pooled.source == "code pooled (humaneval + mbpp)"
+    assert (pooled.n, pooled.better, pooled.worse) == (6, 6, 0)
+    assert pooled.p_value == pytest.approx(2 / 64)

@@ -132,7 +132,16 @@ def test_markdown_report_has_a_table_per_dataset(report: EvalReport) -> None:
 def test_write_report_round_trips_json(report: EvalReport, tmp_path: Path) -> None:
     json_path, markdown_path = write_report(report, tmp_path / "out")
     document = json.loads(json_path.read_text(encoding="utf-8"))
-    assert set(document) == {"config", "started_at", "wall_s", "aggregates", "items", "paired", "resumed_items"}
+    assert set(document) == {
+        "config",
+        "started_at",
+        "wall_s",
+        "aggregates",
+        "items",
+        "paired",
+        "pooled",
+        "resumed_items",
+    }
     assert len(document["items"]) == len(report.items)
     assert document["items"][3]["answer"] is None
     assert document["aggregates"][1]["director"] == "direct" and document["aggregates"][1]["failures"] == 1
@@ -143,3 +152,23 @@ def test_write_report_round_trips_json(report: EvalReport, tmp_path: Path) -> No
 def test_empty_report_says_so() -> None:
     empty = EvalReport(config=EvalConfig(directors=["direct"], concurrency=1), started_at="t", wall_s=0.0, items=[])
     assert "No episodes were run." in markdown_report(empty)
+
+
+def test_markdown_report_pools_the_datasets_of_one_task_type() -> None:
+    items = [
+        item(director, source, "code", i, 1.0 if director == "template" else 0.0)
+        for source in ("humaneval", "mbpp")
+        for i in range(3)
+        for director in ("direct", "template")
+    ]
+    text = markdown_report(_report_of(items))
+    assert (
+        "### Pooled by task type\n\ncode pooled (humaneval + mbpp): template vs direct, paired on the same 6 "
+        "problems: 6 solved only by template, 0 only by direct; exact McNemar p = 0.031." in text
+    )
+    assert "Pooled" not in markdown_report(_report_of(items[:6]))  # one dataset: nothing to pool
+
+
+def _report_of(items: list[ItemResult]) -> EvalReport:
+    config = EvalConfig(directors=["direct", "template"], concurrency=1)
+    return EvalReport(config=config, started_at="t", wall_s=1.0, items=items)

@@ -41,32 +41,60 @@ def mcnemar_exact(better: int, worse: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def _compare(label: str, items: Sequence[ItemResult], directors: Sequence[str]) -> list[PairedComparison]:
+    """Every director after the first present one against it, on the problems both ran, labelled `label`."""
+    correct: dict[str, dict[str, bool]] = {}  # director -> problem id -> strictly correct
+    for item in items:
+        correct.setdefault(item.director, {})[item.problem_id] = item.correct
+    present = [name for name in directors if name in correct]
+    if len(present) < 2:
+        return []
+    baseline, *others = present
+    theirs = correct[baseline]
+    comparisons = []
+    for director in others:
+        mine = correct[director]
+        shared = mine.keys() & theirs.keys()
+        better = sum(mine[pid] and not theirs[pid] for pid in shared)
+        worse = sum(theirs[pid] and not mine[pid] for pid in shared)
+        comparisons.append(
+            PairedComparison(
+                source=label,
+                director=director,
+                baseline=baseline,
+                n=len(shared),
+                better=better,
+                worse=worse,
+                p_value=mcnemar_exact(better, worse),
+            )
+        )
+    return comparisons
+
+
 def paired_comparisons(items: Sequence[ItemResult], directors: Sequence[str]) -> list[PairedComparison]:
     """Every director after the first against the first, per source, on the problems both ran."""
-    correct: dict[tuple[str, str], dict[str, bool]] = {}  # (source, director) -> problem id -> strictly correct
+    by_source: dict[str, list[ItemResult]] = {}
     for item in items:
-        correct.setdefault((item.source, item.director), {})[item.problem_id] = item.correct
-    comparisons = []
-    for source in dict.fromkeys(item.source for item in items):
-        present = [name for name in directors if (source, name) in correct]
-        if len(present) < 2:
-            continue
-        baseline, *others = present
-        theirs = correct[(source, baseline)]
-        for director in others:
-            mine = correct[(source, director)]
-            shared = mine.keys() & theirs.keys()
-            better = sum(mine[pid] and not theirs[pid] for pid in shared)
-            worse = sum(theirs[pid] and not mine[pid] for pid in shared)
-            comparisons.append(
-                PairedComparison(
-                    source=source,
-                    director=director,
-                    baseline=baseline,
-                    n=len(shared),
-                    better=better,
-                    worse=worse,
-                    p_value=mcnemar_exact(better, worse),
-                )
-            )
-    return comparisons
+        by_source.setdefault(item.source, []).append(item)
+    return [pair for source, group in by_source.items() for pair in _compare(source, group, directors)]
+
+
+def pooled_label(problem_type: str, sources: Sequence[str]) -> str:
+    return f"{problem_type} pooled ({' + '.join(sources)})"
+
+
+def pooled_comparisons(items: Sequence[ItemResult], directors: Sequence[str]) -> list[PairedComparison]:
+    """The same comparison over all datasets of one task type (e.g. HumanEval + MBPP), where a run has several.
+
+    Why: a claim such as "the code workflow beats direct" is about the task type, and pooling the paired
+    problems of its datasets is the test of that claim (problem ids carry their dataset, so none collide).
+    """
+    by_type: dict[str, list[ItemResult]] = {}
+    for item in items:
+        by_type.setdefault(item.problem_type, []).append(item)
+    pooled = []
+    for problem_type, group in by_type.items():
+        sources = list(dict.fromkeys(item.source for item in group))
+        if len(sources) >= 2:
+            pooled.extend(_compare(pooled_label(problem_type, sources), group, directors))
+    return pooled

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from training.evaluate.paired import PairedComparison, paired_comparisons
+from training.evaluate.paired import PairedComparison, paired_comparisons, pooled_comparisons
 from training.evaluate.results import EvalReport, ItemResult
 from training.evaluate.stats import METHOD_DESCRIPTIONS, Interval, IntervalMethod, score_interval
 
@@ -109,6 +109,7 @@ def report_json(report: EvalReport) -> dict[str, Any]:
         "resumed_items": report.resumed_items,
         "aggregates": [cell.model_dump(mode="json") for cell in aggregate(report)],
         "paired": [pair.model_dump(mode="json") for pair in paired_comparisons(report.items, report.config.directors)],
+        "pooled": [pair.model_dump(mode="json") for pair in pooled_comparisons(report.items, report.config.directors)],
         "items": [item.model_dump(mode="json") for item in report.items],
     }
 
@@ -197,6 +198,11 @@ def markdown_report(report: EvalReport) -> str:
         dataset_table(group) + (f"\n\n{paired_text(pairs[source])}" if source in pairs else "")
         for source, group in by_source.items()
     ]
+    pooled = pooled_comparisons(report.items, config.directors)
+    if pooled:
+        sections.append(
+            "### Pooled by task type\n\n" + "\n".join(f"{pair.source}: {paired_text([pair])}" for pair in pooled)
+        )
     return "\n\n".join(["\n".join(heading), *sections]) + "\n"
 
 
