@@ -26,14 +26,17 @@ def executor_configured(config: Path | None) -> bool:
 def build_executor(
     registry: OperatorRegistry, config: Path | None = None, *, required: bool = False
 ) -> WorkflowExecutor:
-    """An engine over the configured executor backend; without configuration, the embedded default local model
-    when it has been prepared (`flowsteer models prepare`), else NoExecutor (or an error when `required`)."""
+    """An engine over the configured executor backend, with the config's `[engine]` settings; without
+    configuration, the embedded default local model when it has been prepared (`flowsteer models prepare`), else
+    NoExecutor (or an error when `required`)."""
     from flowsteer_mcp.engine import WorkflowEngine
-    from operators.backends.config import default_config, resolve_executor
-    from operators.backends.factory import build_backend, build_executor_backend
+    from operators.backends.config import default_config, load_config, resolve_executor
+    from operators.backends.factory import build_backend
 
     if executor_configured(config):
-        return WorkflowEngine(registry, build_executor_backend(config))
+        settings = load_config(config)  # the file named, else $FLOWSTEER_CONFIG, else the default
+        backend = build_backend(resolve_executor(settings))
+        return WorkflowEngine(registry, backend, sandbox_timeout_s=settings.engine.sandbox_timeout_s)
     from operators.models import is_prepared
 
     default = resolve_executor(default_config())

@@ -56,6 +56,11 @@ class OperatorSpec(BaseModel):
     legacy: bool = False  # available but not advertised to policies by default
     cost: CostClass = CostClass.LIGHT
     reply_tokens: int | None = None  # reply-length budget per executor call (None: the backend default)
+    # Capabilities that rules need beyond the role (finish gate, hints). A plug-in sets them to take part.
+    solver: bool = False  # produces a solution of its own, not only a plan, a check, a choice or a format
+    runs_programs: bool = False  # writes a program and runs it in the sandbox (what a code task builds on)
+    runs_tests: bool = False  # runs the task's public tests in the sandbox (the check a code task needs)
+    hinted_for: tuple[TaskType, ...] = ()  # task types whose hints suggest this operator for its job
 
 
 class OperatorInput(BaseModel):
@@ -85,13 +90,16 @@ class OperatorOutput(BaseModel):
     note: str | None = None  # why the operator decided as it did (e.g. a rejected revision); shown on the trace row
 
 
+DEFAULT_SANDBOX_TIMEOUT_S = 10.0  # wall-clock limit of one sandbox run of an operator (configurable per engine)
+
+
 @dataclass
 class OperatorRuntime:
     """Services an operator may use during one call."""
 
     llm: ChatBackend
     max_reasks: int = 2
-    sandbox_timeout_s: float = 10.0
+    sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S
     options: dict[str, Any] = field(default_factory=dict)
     draw: DrawSettings | None = None  # temperature/top-p/seed of every request of this call (None: greedy)
 

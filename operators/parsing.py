@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+from operators.errors import OperatorsError
+
 __all__ = [
     "ReplyError",
     "ReplyField",
     "ReplyParseError",
     "ReplySchema",
+    "UnclosedThinkError",
     "coerce_bool",
     "coerce_confidence",
     "coerce_index",
@@ -37,7 +40,7 @@ __all__ = [
 FieldKind = Literal["text", "bool", "number", "index", "list", "confidence"]
 
 
-class ReplyError(ValueError):
+class ReplyError(OperatorsError, ValueError):
     """A reply that cannot be used. The message is written for the model: it is quoted in the re-ask."""
 
 
@@ -75,16 +78,41 @@ class ReplySchema:
         return [f.name for f in self.fields]
 
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
-_DANGLING_THINK_END = re.compile(r"^.*?</think>", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+
+
+class UnclosedThinkError(ReplyParseError):
+    """The text ended inside a `<think>` block: what should follow the reasoning was never written."""
 
 
 def strip_think(text: str) -> str:
-    """Remove reasoning blocks (`<think>...</think>`, or a leading block whose opening was in the prompt)."""
-    text = _THINK_BLOCK.sub("", text)
-    if "</think>" in text.lower():
-        text = _DANGLING_THINK_END.sub("", text, count=1)
-    return text.strip()
+    """The text without its reasoning, by the one rule every reader of model output shares.
+
+    - each `<think>...</think>` block is removed (a block ends at the first `</think>` after its opening);
+    - a `</think>` before any `<think>` closes reasoning whose opening was in the prompt (chat templates that
+      start the assistant turn with `<think>`): everything up to it is removed;
+    - an unclosed `<think>` raises `UnclosedThinkError`: the turn ended while still thinking, so nothing after
+      it is an answer and nothing before it is final (spec `50-evaluation.md` §1: an invalid turn);
+    - a stray `</think>` left after that is dropped.
+    One forward scan, so linear in the text however many tags it holds.
+    """
+    first_open = _THINK_OPEN.search(text)
+    first_close = _THINK_CLOSE.search(text)
+    pos = 0
+    if first_close is not None and (first_open is None or first_close.start() < first_open.start()):
+        pos = first_close.end()
+    kept: list[str] = []
+    while (opening := _THINK_OPEN.search(text, pos)) is not None:
+        closing = _THINK_CLOSE.search(text, opening.end())
+        if closing is None:
+            raise UnclosedThinkError(
+                "the reply ended inside an unclosed <think> block; close it with </think>, then write the reply"
+            )
+        kept.append(text[pos : opening.start()])
+        pos = closing.end()
+    kept.append(text[pos:])
+    return _THINK_CLOSE.sub("", "".join(kept)).strip()
 
 
 def _tag_values(text: str, name: str) -> list[str]:

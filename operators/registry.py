@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from importlib.metadata import entry_points
+from typing import get_args
 
 import structlog
 
-from operators.base import Category, Operator, OperatorSpec, Role
+from operators.base import Category, Operator, OperatorSpec, Role, TaskType
+from operators.errors import OperatorsError
 from operators.specs import BUILTIN_SPECS
 
 ENTRY_POINT_GROUP = "flowsteer.operators"
@@ -16,7 +18,7 @@ ENTRY_POINT_GROUP = "flowsteer.operators"
 log = structlog.get_logger(__name__)
 
 
-class UnknownOperatorError(KeyError):
+class UnknownOperatorError(OperatorsError, KeyError):
     """Raised for a name the registry does not know; the message lists the valid names."""
 
 
@@ -82,11 +84,25 @@ class OperatorRegistry:
     def names(self, *, include_legacy: bool = False) -> list[str]:
         return [s.name for s in self.specs(include_legacy=include_legacy)]
 
+    def matching(
+        self, predicate: Callable[[OperatorSpec], bool], *, include_legacy: bool = False
+    ) -> list[OperatorSpec]:
+        """The specs a rule asks for (a role, a category, a capability), in registration order, so that rules
+        name no operator and a plug-in that declares the same takes part."""
+        return [s for s in self.specs(include_legacy=include_legacy) if predicate(s)]
+
     def by_category(self, category: Category, *, include_legacy: bool = True) -> list[str]:
-        return [s.name for s in self.specs(include_legacy=include_legacy) if s.category == category]
+        return [s.name for s in self.matching(lambda s: s.category == category, include_legacy=include_legacy)]
 
     def by_role(self, role: Role, *, include_legacy: bool = True) -> list[str]:
-        return [s.name for s in self.specs(include_legacy=include_legacy) if s.role == role]
+        return [s.name for s in self.matching(lambda s: s.role == role, include_legacy=include_legacy)]
+
+
+def in_hint_order(specs: Iterable[OperatorSpec]) -> list[OperatorSpec]:
+    """`specs` ordered by the first task type their hints are for (math, code, qa, general), unhinted ones last,
+    registration order otherwise: the order in which rules list alternatives to the user."""
+    rank = {task_type: index for index, task_type in enumerate(get_args(TaskType))}
+    return sorted(specs, key=lambda spec: min((rank[t] for t in spec.hinted_for), default=len(rank)))
 
 
 @lru_cache(maxsize=1)

@@ -31,6 +31,8 @@ _SPECS = [
         summary="Answers with the executor LLM following your instruction (the most flexible solver).",
         when_to_use="General reasoning, QA and math in words; any step that needs a tailored instruction.",
         signature="Custom(input, instruction) -> {text}",
+        solver=True,
+        hinted_for=("qa", "general"),
     ),
     OperatorSpec(
         name="AnswerGenerate",
@@ -40,6 +42,7 @@ _SPECS = [
         summary="Thinks step by step, then states a final answer separately from its reasoning.",
         when_to_use="Questions with a short definite answer (numbers, names, choices).",
         signature="AnswerGenerate(input) -> {text=answer, thought}",
+        solver=True,
     ),
     OperatorSpec(
         name="Programmer",
@@ -51,6 +54,9 @@ _SPECS = [
         when_to_use="Arithmetic, counting, exact computation, and every code task.",
         signature="Programmer(problem, analysis?) -> {text=output or code, code, exec}",
         cost=CostClass.HEAVY,
+        solver=True,
+        runs_programs=True,
+        hinted_for=("math", "code"),
     ),
     OperatorSpec(
         name="Test",
@@ -61,6 +67,8 @@ _SPECS = [
         when_to_use="Code tasks, right after Programmer.",
         signature="Test(problem, code, entry_point, public_tests) -> {text=code, passed, exec, attempts}",
         cost=CostClass.HEAVY,
+        runs_tests=True,
+        hinted_for=("code",),
     ),
     OperatorSpec(
         name="Review",
@@ -70,6 +78,7 @@ _SPECS = [
         summary="Critiques the current solution and returns a pass/fail verdict with concrete feedback.",
         when_to_use="Free-text or reasoning answers; pair with Revise.",
         signature="Review(problem, solution) -> {text=solution, passed, feedback}",
+        hinted_for=("qa", "general"),
     ),
     OperatorSpec(
         name="Verify",
@@ -79,6 +88,7 @@ _SPECS = [
         summary="Solves the problem independently and checks the current answer against it (verdict + confidence).",
         when_to_use="Math and factual answers; the usual guard before Revise or Format.",
         signature="Verify(problem, answer) -> {text, passed, confidence, independent_answer}",
+        hinted_for=("math",),
     ),
     OperatorSpec(
         name="Revise",
@@ -91,6 +101,7 @@ _SPECS = [
         ),
         when_to_use="After a checker, typically as the branch taken when the check fails.",
         signature="Revise(problem, solution, feedback, public_tests?) -> {text, kept_input, note}",
+        solver=True,
     ),
     OperatorSpec(
         name="ScEnsemble",
@@ -104,6 +115,7 @@ _SPECS = [
         when_to_use="Right after a parallel stage of solvers, or a solver node with `samples: k`.",
         signature="ScEnsemble(problem, candidates) -> {text, index, votes}",
         needs_candidates=True,
+        hinted_for=("math", "code"),
     ),
     OperatorSpec(
         name="Aggregate",
@@ -114,6 +126,8 @@ _SPECS = [
         when_to_use="After Decompose + parallel solvers, or to merge complementary candidates.",
         signature="Aggregate(problem, candidates) -> {text, reason}",
         needs_candidates=True,
+        solver=True,
+        hinted_for=("qa", "general"),
     ),
     OperatorSpec(
         name="Format",
@@ -133,6 +147,7 @@ _SPECS = [
         when_to_use="Legacy workflows only.",
         signature="CustomCodeGenerate(problem, entry_point, instruction) -> {text=code, code}",
         legacy=True,
+        solver=True,
     ),
     OperatorSpec(
         name="MdEnsemble",

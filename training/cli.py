@@ -117,6 +117,12 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     who.add_argument("--policy-url", help="OpenAI-compatible endpoint of the policy (e.g. http://127.0.0.1:8000/v1)")
     who.add_argument("--policy-model", help="model name served at --policy-url")
     who.add_argument("--policy-api-key-env", metavar="VAR", help="environment variable holding the policy's API key")
+    who.add_argument(
+        "--policy-reask-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="token budget of the policy's one re-ask when a turn has no action (default 128)",
+    )
 
     run = parser.add_argument_group("execution")
     run.add_argument("--config", type=Path, help="executor config file (TOML/YAML); default: $FLOWSTEER_CONFIG")
@@ -247,8 +253,12 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
     uses_policy = "policy" in names
     if uses_policy and args.replay is None and not (args.policy_url and args.policy_model):
         parser.error("--director policy needs --policy-url and --policy-model")
-    if not uses_policy and (args.policy_url or args.policy_model or args.policy_api_key_env):
-        parser.error("--policy-url/--policy-model/--policy-api-key-env are only used with --director policy")
+    if not uses_policy and (
+        args.policy_url or args.policy_model or args.policy_api_key_env or args.policy_reask_tokens
+    ):
+        parser.error(
+            "--policy-url/--policy-model/--policy-api-key-env/--policy-reask-tokens are only used with --director policy"
+        )
     if args.mcp_url and (args.record or args.replay):
         parser.error(
             "--record/--replay need the in-process server (the remote server's executor is not ours); drop --mcp-url"
@@ -290,7 +300,7 @@ async def _close_eval_resources(
 async def _run_eval(args: argparse.Namespace) -> int:
     from flowsteer_mcp.engine import WorkflowEngine
     from flowsteer_mcp.server import ServerSettings, build_server
-    from operators.backends.config import ConfigError
+    from operators.backends.config import ConfigError, EngineConfig, load_config
     from operators.registry import default_registry
     from training.data import DatasetError
     from training.evaluate.clients import in_process_clients, remote_clients
@@ -319,9 +329,11 @@ async def _run_eval(args: argparse.Namespace) -> int:
             seed=args.seed,
             record=args.record,
             replay=args.replay,
+            reask_max_tokens=args.policy_reask_tokens,
         )
         directors = [build_director(name, executor_backend=backend, policy=policy) for name in names]
         directors += [build_workflow_director(path) for path in args.workflow or []]
+        engine_settings = load_config(args.config).engine if needs_executor and not args.replay else EngineConfig()
         names = [director.name for director in directors]
     except (ConfigError, DatasetError, OSError, ValueError) as error:
         print(f"flowsteer eval: error: {error}", file=sys.stderr)
@@ -334,7 +346,8 @@ async def _run_eval(args: argparse.Namespace) -> int:
     else:
         assert backend is not None
         registry = default_registry()
-        server = build_server(ServerSettings(), registry=registry, executor=WorkflowEngine(registry, backend))
+        engine = WorkflowEngine(registry, backend, sandbox_timeout_s=engine_settings.sandbox_timeout_s)
+        server = build_server(ServerSettings(), registry=registry, executor=engine)
         make_client = in_process_clients(server.mcp)
 
     config = EvalConfig(

@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from training.errors import TrainingError
+
 log = structlog.get_logger(__name__)
 
 ProblemType = Literal["math", "qa", "code"]
@@ -58,7 +60,7 @@ _OUR_KEYS = frozenset({"id", "source", "problem_type", "problem", "ground_truth"
 _RELEASED_ALIASES = {"question": "problem", "answer": "ground_truth", "dataset": "source"}
 
 
-class RecordFieldError(ValueError):
+class RecordFieldError(TrainingError, ValueError):
     """Raised inside validation to name the offending field of a record."""
 
     def __init__(self, field: str, message: str) -> None:
@@ -67,7 +69,7 @@ class RecordFieldError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
-class DatasetError(ValueError):
+class DatasetError(TrainingError, ValueError):
     """A record that cannot be used, located precisely so the data can be fixed."""
 
     def __init__(self, path: Path | str, line: int, field: str, message: str) -> None:

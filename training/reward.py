@@ -22,12 +22,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from operators.base import Category
+from operators.specs import BUILTIN_SPECS
+
 # Sums of decimal weights are inexact in binary (0.1 + 0.2 != 0.3). S is rounded to this many digits so that
 # a workflow earning exactly `release` on paper is released, and logs show 1.0 rather than 0.9999999999999999.
 SCORE_DIGITS = 12
 
-_FORMATTING_CATEGORY = "formatting"
-_FORMAT_OPERATOR = "Format"
+_FORMATTING = Category.FORMATTING.value
 
 
 class _StrictModel(BaseModel):
@@ -108,9 +110,13 @@ class WorkflowShape(BaseModel):
 
     @property
     def has_format(self) -> bool:
-        if self.category_counts.get(_FORMATTING_CATEGORY, 0) > 0:
-            return True
-        return _FORMAT_OPERATOR in self.operators
+        """A formatting operator is present: by the canvas's category counts (which cover plug-ins); statistics
+        without them fall back to the built-in specs' categories of the listed operators."""
+        if self.category_counts:
+            return self.category_counts.get(_FORMATTING, 0) > 0
+        return any(
+            name in BUILTIN_SPECS and BUILTIN_SPECS[name].category is Category.FORMATTING for name in self.operators
+        )
 
     @property
     def structure_kinds(self) -> int:

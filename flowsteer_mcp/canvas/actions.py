@@ -10,17 +10,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowsteer_mcp.canvas.blueprint import (
-    ConditionalBlueprint,
-    LoopBlueprint,
-    OperatorBlueprint,
-    ParallelBlueprint,
-    StageBlueprint,
-    blueprint_of,
-    build_stage,
-)
+from flowsteer_mcp.canvas.blueprint import StageBlueprint, blueprint_of, build_stage
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
-from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, OperatorNode, ParallelStage, WorkflowGraph
+from flowsteer_mcp.canvas.kinds import KINDS, kind_of
+from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph, children
 from flowsteer_mcp.canvas.numbers import MAX_NUMBER
 from flowsteer_mcp.canvas.text import excerpt
 from flowsteer_mcp.canvas.validate import CanvasRules
@@ -31,7 +24,7 @@ class _Action(BaseModel):
 
 
 class AddStage(_Action):
-    """Add an operator or a structure (parallel / conditional / loop) at `position` (default: append)."""
+    """Add an operator or a structure (parallel / conditional / loop / fallback) at `position` (default: append)."""
 
     action: Literal["add"] = "add"
     stage: StageBlueprint
@@ -73,15 +66,15 @@ class Finish(_Action):
 EditAction = AddStage | DeleteNode | ModifyNode | SetPrompt
 CanvasAction = Annotated[AddStage | DeleteNode | ModifyNode | SetPrompt | Finish, Field(discriminator="action")]
 
-# The released FlowSteer-8b policy saw the reference's conditional child ids; accept them as aliases.
-_CONDITIONAL_ALIASES = {"_true": "_fail", "_false": "_pass"}
+# Child-id suffix aliases the kinds accept (the conditional's come from the released FlowSteer-8b policy).
+_ALIASES = {alias: canonical for kind in KINDS.values() for alias, canonical in kind.id_aliases.items()}
 
 
 def resolve_node_id(graph: WorkflowGraph, node_id: str) -> str:
     """Canonical id for `node_id` (trimmed, alias-resolved), or a CanvasError listing the existing ids."""
     candidate = node_id.strip()
     if graph.locate(candidate) is None:
-        for alias, canonical in _CONDITIONAL_ALIASES.items():
+        for alias, canonical in _ALIASES.items():
             if candidate.endswith(alias):
                 aliased = candidate[: -len(alias)] + canonical
                 if graph.locate(aliased) is not None:
@@ -98,14 +91,7 @@ class EditOutcome(BaseModel):
 
 
 def _describe(stage: StageBlueprint) -> str:
-    if isinstance(stage, OperatorBlueprint):
-        return stage.operator + (f" with {stage.samples} samples" if stage.samples > 1 else "")
-    if isinstance(stage, ParallelBlueprint):
-        return f"parallel [{', '.join(stage.operators)}]"
-    if isinstance(stage, ConditionalBlueprint):
-        return f"conditional {stage.check} ? {stage.on_fail} : {stage.on_pass or 'done'}"
-    assert isinstance(stage, LoopBlueprint)
-    return f"loop ({' -> '.join(stage.operators)}) * {stage.count}"
+    return kind_of(stage).describe(stage)
 
 
 def apply_edit(graph: WorkflowGraph, action: EditAction, rules: CanvasRules) -> EditOutcome:
@@ -146,18 +132,14 @@ def _delete(graph: WorkflowGraph, action: DeleteNode) -> EditOutcome:
         del new.stages[location.stage_index]
         return EditOutcome(graph=new, message=f"Deleted stage {stage.id}.")
     child = location.child
-    if isinstance(stage, ParallelStage) and len(stage.branches) > 2:
-        stage.branches = [b for b in stage.branches if b.id != child.id]
-    elif isinstance(stage, LoopStage) and len(stage.body) > 1:
-        stage.body = [b for b in stage.body if b.id != child.id]
-    elif isinstance(stage, ConditionalStage) and stage.on_pass is not None and stage.on_pass.id == child.id:
-        stage.on_pass = None
-    else:
+    shrunk = kind_of(stage).without_child(stage, child.id)
+    if shrunk is None:
         raise CanvasError(
             ErrorCode.INVALID_TARGET,
             f"Cannot delete {child.id} alone: {stage.id} would no longer be a valid {stage.kind} stage. "
             f"Delete the whole stage {stage.id} instead (or modify {child.id} to another operator).",
         )
+    new.stages[location.stage_index] = shrunk
     return EditOutcome(graph=new, message=f"Deleted {child.id} from {stage.id}.")
 
 
@@ -167,7 +149,7 @@ def _operator_target(graph: WorkflowGraph, node_id: str) -> tuple[str, OperatorN
     assert location is not None
     node = location.node
     if not isinstance(node, OperatorNode):
-        kids = ", ".join(n.id for n in (node.branches if isinstance(node, ParallelStage) else []))
+        kids = ", ".join(n.id for n in children(node))
         raise CanvasError(
             ErrorCode.INVALID_TARGET,
             f"{resolved} is a {node.kind} stage, not an operator; target one of its operator nodes"
@@ -185,7 +167,7 @@ def _modify(graph: WorkflowGraph, action: ModifyNode, rules: CanvasRules) -> Edi
     new = graph.model_copy(deep=True)
     location = new.locate(node_id)
     assert location is not None and isinstance(location.node, OperatorNode)
-    if samples > 1 and location.child is not None and not isinstance(location.stage, ParallelStage):
+    if samples > 1 and location.child is not None and not kind_of(location.stage).child_samples:
         raise CanvasError(
             ErrorCode.INVALID_STRUCTURE,
             f"{node_id} is inside a {location.stage.kind} stage, where no next stage could see its samples; "

@@ -10,8 +10,10 @@ error messages quote the text only as a short excerpt.
 `<samples>k</samples>` (optional, 1..16) on an add of an operator or on a modify gives the node k draws whose
 answers become candidates for the next stage; a turn without it is exactly the released dialect.
 
-Conditional tags keep the dialect's historical names: `<condition>` is the checker, `<true>` is the branch run
-when the check FAILS (on_fail), `<false>` the branch run when it passes (an operator or `done`).
+Each structure kind reads its own tags (`canvas/kinds/`); `<structure>fallback</structure>` with
+`<operators>A, B</operators>` runs B only when A failed or gave no answer. Conditional tags keep the dialect's historical
+names: `<condition>` is the checker, `<true>` is the branch run when the check FAILS (on_fail), `<false>` the
+branch run when it passes (an operator or `done`).
 """
 
 from __future__ import annotations
@@ -20,21 +22,15 @@ import re
 from dataclasses import dataclass
 
 from flowsteer_mcp.canvas.actions import AddStage, CanvasAction, DeleteNode, Finish, ModifyNode, SetPrompt
-from flowsteer_mcp.canvas.blueprint import (
-    ConditionalBlueprint,
-    LoopBlueprint,
-    OperatorBlueprint,
-    ParallelBlueprint,
-)
+from flowsteer_mcp.canvas.blueprint import OperatorBlueprint
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
+from flowsteer_mcp.canvas.kinds import STRUCTURES
 from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
 from flowsteer_mcp.canvas.tags import Tags
 from flowsteer_mcp.canvas.text import excerpt
 from flowsteer_mcp.canvas.validate import CanvasRules
+from operators.parsing import UnclosedThinkError, strip_think
 
-DEFAULT_LOOP_COUNT = 3
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _LIST_SPLIT = re.compile(r"[,;\s]+")
 _FINISH_PHRASES = re.compile(
@@ -63,26 +59,15 @@ ParsedTurn = ActionTurn | CancelTurn | PromptTurn
 
 
 def strip_thinking(text: str) -> str:
-    """Remove complete think blocks; an unclosed `<think>` makes the turn invalid (the action was never written).
-
-    Each block ends at the first `</think>` after its opening tag; one forward scan, so linear in the text.
-    """
-    kept: list[str] = []
-    pos = 0
-    while (opening := _THINK_OPEN.search(text, pos)) is not None:
-        closing = _THINK_CLOSE.search(text, opening.end())
-        if closing is None:
-            break
-        kept.append(text[pos : opening.start()])
-        pos = closing.end()
-    kept.append(text[pos:])
-    stripped = "".join(kept)
-    if _THINK_OPEN.search(stripped):
+    """The turn without its reasoning (the one rule: `operators.parsing.strip_think`); an unclosed `<think>`
+    makes the turn invalid, because the action was never written."""
+    try:
+        return strip_think(text)
+    except UnclosedThinkError as error:
         raise CanvasError(
             ErrorCode.PARSE_ERROR,
             "Unclosed <think> block: the turn ended while still thinking. Close </think> and then write one action.",
-        )
-    return _THINK_CLOSE.sub("", stripped)
+        ) from error
 
 
 def _required(tags: Tags, name: str, why: str) -> str:
@@ -112,6 +97,34 @@ def _samples(tags: Tags, rules: CanvasRules) -> int | None:
     return rules.samples(_int(raw, "samples")) if raw else None
 
 
+_STRUCTURES = {kind.name: kind for kind in STRUCTURES}
+_STRUCTURE_NAMES = ", ".join(list(_STRUCTURES)[:-1]) + " or " + list(_STRUCTURES)[-1]
+
+
+class _KindTags:
+    """The `TagReader` a structure kind reads its tags with: names come back canonical, numbers bounded."""
+
+    def __init__(self, tags: Tags, rules: CanvasRules) -> None:
+        self._tags = tags
+        self._rules = rules
+
+    def get(self, name: str) -> str | None:
+        return self._tags.get(name)
+
+    def required(self, name: str, why: str) -> str:
+        return _required(self._tags, name, why)
+
+    def operator(self, raw: str) -> str:
+        return self._rules.operator(raw)
+
+    def operators(self, name: str, why: str) -> list[str]:
+        return _operator_list(self.required(name, why), self._rules)
+
+    def integer(self, name: str) -> int | None:
+        raw = self._tags.get(name)
+        return _int(raw, name) if raw else None
+
+
 def _parse_add(tags: Tags, rules: CanvasRules) -> AddStage:
     position_raw = tags.get("position")
     position = _int(position_raw, "position") if position_raw else None
@@ -130,26 +143,10 @@ def _parse_add(tags: Tags, rules: CanvasRules) -> AddStage:
             "<samples> applies to an add of a single operator (or a modify of a node); for samples in a parallel "
             "stage add it first, then modify a branch with <samples>.",
         )
-    kind = structure.lower()
-    if kind == "parallel":
-        ops = _operator_list(_required(tags, "operators", "a parallel structure lists its branches"), rules)
-        return AddStage(stage=ParallelBlueprint(operators=ops), position=position)
-    if kind == "conditional":
-        check = rules.operator(_required(tags, "condition", "a conditional needs the checker in <condition>"))
-        on_fail = rules.operator(
-            _required(tags, "true", "a conditional needs <true>, the branch run when the check fails")
-        )
-        false_raw = tags.get("false")
-        on_pass = None if not false_raw or false_raw.lower() == "done" else rules.operator(false_raw)
-        return AddStage(stage=ConditionalBlueprint(check=check, on_fail=on_fail, on_pass=on_pass), position=position)
-    if kind == "loop":
-        ops = _operator_list(_required(tags, "operators", "a loop lists its body operators"), rules)
-        count_raw = tags.get("count")
-        count = _int(count_raw, "count") if count_raw else DEFAULT_LOOP_COUNT
-        return AddStage(stage=LoopBlueprint(operators=ops, count=count), position=position)
-    raise CanvasError(
-        ErrorCode.PARSE_ERROR, f"Unknown structure {excerpt(structure)}; use parallel, conditional or loop."
-    )
+    kind = _STRUCTURES.get(structure.lower())
+    if kind is None:
+        raise CanvasError(ErrorCode.PARSE_ERROR, f"Unknown structure {excerpt(structure)}; use {_STRUCTURE_NAMES}.")
+    return AddStage(stage=kind.from_tags(_KindTags(tags, rules)), position=position)
 
 
 def _lenient(text: str, rules: CanvasRules) -> ParsedTurn | None:

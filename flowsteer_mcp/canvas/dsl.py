@@ -2,7 +2,11 @@
 
     workflow  := "" | stage { " -> " stage }
     stage     := DRAWN | "[" DRAWN { ", " DRAWN } "]" | OP " ? " OP " : " ( OP | "done" ) | "(" OP { " -> " OP } ") * " INT
+               | OP " ?? " OP
     DRAWN     := OP [ "{" INT "}" ]
+
+Each stage kind (`canvas/kinds/`) renders and parses its own form: a kind either opens with its punctuation
+(`[`, `(`) or follows a first operator with an infix (`?`, `??`); the parser here only dispatches on that.
 
 `Programmer{3}` is a node with `samples: 3` (three draws whose answers become candidates for the next stage,
 e.g. `Programmer{3} -> ScEnsemble`); one draw renders without braces. Samples exist only on an operator stage
@@ -19,53 +23,32 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from flowsteer_mcp.canvas.blueprint import (
-    ConditionalBlueprint,
-    LoopBlueprint,
-    OperatorBlueprint,
-    ParallelBlueprint,
-    StageBlueprint,
-)
-from flowsteer_mcp.canvas.model import (
-    ConditionalStage,
-    LoopStage,
-    OperatorNode,
-    ParallelStage,
-    Stage,
-    WorkflowGraph,
-)
+from flowsteer_mcp.canvas.blueprint import OperatorBlueprint, StageBlueprint
+from flowsteer_mcp.canvas.kinds import KINDS, Stage, kind_of
+from flowsteer_mcp.canvas.kinds.base import AnyKind, DSLSyntaxError
+from flowsteer_mcp.canvas.kinds.operator import render_drawn
+from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
 from flowsteer_mcp.canvas.text import excerpt
 
 ARROW = " -> "
 
 
-def render_drawn(node: OperatorNode) -> str:
-    return f"{node.operator}{{{node.samples}}}" if node.samples > 1 else node.operator
-
-
 def render_stage(stage: Stage) -> str:
-    if isinstance(stage, ParallelStage):
-        return "[" + ", ".join(render_drawn(b) for b in stage.branches) + "]"
-    if isinstance(stage, ConditionalStage):
-        on_pass = stage.on_pass.operator if stage.on_pass else "done"
-        return f"{stage.check.operator} ? {stage.on_fail.operator} : {on_pass}"
-    if isinstance(stage, LoopStage):
-        return "(" + ARROW.join(b.operator for b in stage.body) + f") * {stage.count}"
-    assert isinstance(stage, OperatorNode)
-    return render_drawn(stage)
+    return kind_of(stage).render_dsl(stage)
 
 
 def render(graph: WorkflowGraph) -> str:
     return ARROW.join(render_stage(stage) for stage in graph.stages)
 
 
-class DSLSyntaxError(ValueError):
-    """Malformed DSL text; the message says where and what was expected."""
-
-
 _SPACE = re.compile(r"\s*")
-_TOKEN = re.compile(r"(->)|([\[\](),?:*{}])|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
+_PUNCTUATION = sorted(
+    {"{", "}", *(token for kind in KINDS.values() for token in kind.dsl_tokens)}, key=len, reverse=True
+)
+_TOKEN = re.compile(r"(->)|(" + "|".join(re.escape(p) for p in _PUNCTUATION) + r")|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
+_OPENERS: dict[str, AnyKind] = {kind.dsl_opener: kind for kind in KINDS.values() if kind.dsl_opener}
+_INFIXES: dict[str, AnyKind] = {kind.dsl_infix: kind for kind in KINDS.values() if kind.dsl_infix}
 _KINDS = {1: "arrow", 2: "punct", 3: "int", 4: "name"}
 
 
@@ -95,16 +78,15 @@ def _tokens(text: str) -> Iterator[_Token]:
 
 
 class _Parser:
+    """The recursive-descent parser; it is the `DslReader` each kind's parse hook reads its stage with."""
+
     def __init__(self, text: str, max_operators: int | None) -> None:
         self._tokens = _tokens(text)
         self._current = next(self._tokens)
         self._max_operators = max_operators
         self._operators = 0
 
-    def peek(self) -> _Token:
-        return self._current
-
-    def take(self, kind: str, text: str | None = None) -> _Token:
+    def _take(self, kind: str, text: str | None = None) -> _Token:
         token = self._current
         if token.kind != kind or (text is not None and token.text != text):
             wanted = repr(text) if text else kind
@@ -114,24 +96,39 @@ class _Parser:
             self._current = next(self._tokens)
         return token
 
-    def at(self, kind: str, text: str | None = None) -> bool:
+    def _at(self, kind: str, text: str | None = None) -> bool:
         token = self._current
         return token.kind == kind and (text is None or token.text == text)
 
+    def at(self, text: str) -> bool:
+        """Whether the next token is the punctuation (or arrow) `text`."""
+        return self._at("arrow" if text == "->" else "punct", text)
+
+    def expect(self, text: str) -> None:
+        self._take("arrow" if text == "->" else "punct", text)
+
     def workflow(self) -> list[StageBlueprint]:
-        if self.at("end"):
+        if self._at("end"):
             return []
         stages = [self.stage()]
-        while self.at("arrow"):
-            self.take("arrow")
+        while self._at("arrow"):
+            self._take("arrow")
             stages.append(self.stage())
-        self.take("end")
+        self._take("end")
         return stages
 
     def operator(self) -> str:
-        token = self.take("name")
+        token = self._take("name")
         if token.text == "done":
             raise DSLSyntaxError(f"'done' is only allowed as the pass branch of a conditional (position {token.pos})")
+        self._count_operator(token)
+        return token.text
+
+    def operator_or_done(self) -> str | None:
+        """An operator name, or None for `done`."""
+        token = self._take("name")
+        if token.text == "done":
+            return None
         self._count_operator(token)
         return token.text
 
@@ -142,69 +139,43 @@ class _Parser:
                 f"too many operators (position {token.pos}); a workflow holds at most {self._max_operators}"
             )
 
-    def samples(self) -> int:
-        """The optional `{k}` after an operator (1 when absent)."""
-        if not self.at("punct", "{"):
-            return 1
-        self.take("punct", "{")
-        token = self.take("int")
+    def bounded_int(self, label: str, advice: str = "") -> int:
+        """An integer of at most MAX_DIGITS digits (checked before `int()`)."""
+        token = self._take("int")
         value = parse_bounded_int(token.text)
         if value is None:
-            raise DSLSyntaxError(f"the samples count at position {token.pos} has more than {MAX_DIGITS} digits")
-        self.take("punct", "}")
+            raise DSLSyntaxError(f"{label} at position {token.pos} has more than {MAX_DIGITS} digits{advice}")
+        return value
+
+    def samples(self) -> int:
+        """The optional `{k}` after an operator (1 when absent)."""
+        if not self.at("{"):
+            return 1
+        self.expect("{")
+        value = self.bounded_int("the samples count")
+        self.expect("}")
         return value
 
     def no_samples(self, where: str) -> None:
-        if self.at("punct", "{"):
+        if self.at("{"):
             raise DSLSyntaxError(
-                f"samples ({{k}}) at position {self.peek().pos} are not allowed {where}; put them on an "
+                f"samples ({{k}}) at position {self._current.pos} are not allowed {where}; put them on an "
                 "operator stage or a parallel branch"
             )
 
     def stage(self) -> StageBlueprint:
-        if self.at("punct", "["):
-            self.take("punct", "[")
-            ops = [self.operator()]
-            draws = [self.samples()]
-            while self.at("punct", ","):
-                self.take("punct", ",")
-                ops.append(self.operator())
-                draws.append(self.samples())
-            self.take("punct", "]")
-            return ParallelBlueprint(operators=ops, samples=draws if any(k != 1 for k in draws) else None)
-        if self.at("punct", "("):
-            self.take("punct", "(")
-            ops = [self.operator()]
-            self.no_samples("inside a loop")
-            while self.at("arrow"):
-                self.take("arrow")
-                ops.append(self.operator())
-                self.no_samples("inside a loop")
-            self.take("punct", ")")
-            self.take("punct", "*")
-            token = self.take("int")
-            count = parse_bounded_int(token.text)
-            if count is None:
-                raise DSLSyntaxError(
-                    f"the loop count at position {token.pos} has more than {MAX_DIGITS} digits; "
-                    "write a small number of iterations"
-                )
-            return LoopBlueprint(operators=ops, count=count)
+        for opener, kind in _OPENERS.items():
+            if self.at(opener):
+                self.expect(opener)
+                opened: StageBlueprint = kind.parse_dsl_prefix(self)
+                return opened
         first = self.operator()
         drawn = self.samples()
-        if self.at("punct", "?"):
-            if drawn != 1:
-                raise DSLSyntaxError("samples ({k}) are not allowed on the check of a conditional")
-            self.take("punct", "?")
-            on_fail = self.operator()
-            self.no_samples("inside a conditional")
-            self.take("punct", ":")
-            token = self.take("name")
-            if token.text == "done":
-                return ConditionalBlueprint(check=first, on_fail=on_fail, on_pass=None)
-            self._count_operator(token)
-            self.no_samples("inside a conditional")
-            return ConditionalBlueprint(check=first, on_fail=on_fail, on_pass=token.text)
+        for infix, kind in _INFIXES.items():
+            if self.at(infix):
+                self.expect(infix)
+                joined: StageBlueprint = kind.parse_dsl_infix(self, first, drawn)
+                return joined
         return OperatorBlueprint(operator=first, samples=drawn)
 
 
@@ -212,3 +183,6 @@ def parse_dsl(text: str, *, max_operators: int | None = None) -> list[StageBluep
     """Parse DSL text into stage blueprints. Operator names are checked later, against the registry;
     `max_operators` stops a huge (but well-formed) text early instead of building blueprints for all of it."""
     return _Parser(text, max_operators).workflow()
+
+
+__all__ = ["ARROW", "DSLSyntaxError", "parse_dsl", "render", "render_drawn", "render_stage"]

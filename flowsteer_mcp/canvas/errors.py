@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from flowsteer_mcp.errors import FlowSteerError
+
 
 class ErrorCode(StrEnum):
     PARSE_ERROR = "parse_error"
@@ -21,7 +23,7 @@ class ErrorCode(StrEnum):
     INVALID_TEXT = "invalid_text"
 
 
-class CanvasError(ValueError):
+class CanvasError(FlowSteerError, ValueError):
     """An invalid action. Raised before anything changes, so the canvas is left exactly as it was."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:

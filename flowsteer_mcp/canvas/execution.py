@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 
-ExecutionStatus = Literal["ok", "degraded", "failed", "no_executor", "empty", "timeout", "cancelled"]
+ExecutionStatus = Literal["ok", "degraded", "failed", "no_executor", "empty", "timeout"]
 """How a run ended. "ok": every stage needed for the answer succeeded. "degraded": the last stage failed but
 an earlier stage left a valid solution, which is the answer (a failed stage never discards a valid earlier
 solution); `error` says what failed. "failed": no answer at all. The rest: nothing ran, or not to the end."""

@@ -16,7 +16,8 @@ from flowsteer_mcp.canvas.actions import AddStage, apply_edit
 from flowsteer_mcp.canvas.blueprint import blueprint_of, slots
 from flowsteer_mcp.canvas.dsl import DSLSyntaxError, parse_dsl, render, render_drawn, render_stage
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
-from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, OperatorNode, ParallelStage, WorkflowGraph, children
+from flowsteer_mcp.canvas.kinds import kind_of
+from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph, children
 from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
 from flowsteer_mcp.canvas.text import clip, excerpt, require_unicode
 from flowsteer_mcp.canvas.validate import CanvasRules
@@ -62,7 +63,7 @@ def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
                 f"Invalid workflow JSON: stage {stage.id} must use canonical operator names ({clip(render_stage(stage), 200)}).",
             )
         index = _index_of(stage.id)
-        if isinstance(stage, ConditionalStage | LoopStage):
+        if not kind_of(stage).child_samples:
             for child in children(stage):
                 if child.samples > 1:
                     raise CanvasError(
@@ -114,7 +115,7 @@ def import_dsl(text: str, rules: CanvasRules) -> WorkflowGraph:
 
 
 def export_mermaid(graph: WorkflowGraph) -> str:
-    """A left-to-right Mermaid flowchart; conditionals show the fail/pass edges explicitly."""
+    """A left-to-right Mermaid flowchart; each kind draws its own stage (conditionals show the fail/pass edges)."""
     lines = ["flowchart LR", '    start(["task"])']
     previous = ["start"]
 
@@ -122,39 +123,10 @@ def export_mermaid(graph: WorkflowGraph) -> str:
         return f'    {node.id}["{render_drawn(node)}<br/><small>{node.id}</small>"]'
 
     for stage in graph.stages:
-        entry: list[str]
-        if isinstance(stage, OperatorNode):
-            lines.append(box(stage))
-            entry = exits = [stage.id]
-        elif isinstance(stage, ParallelStage):
-            lines.extend(box(b) for b in stage.branches)
-            entry = exits = [b.id for b in stage.branches]
-        elif isinstance(stage, ConditionalStage):
-            lines.append(f'    {stage.check.id}{{"{stage.check.operator}?<br/><small>{stage.check.id}</small>"}}')
-            lines.append(box(stage.on_fail))
-            lines.append(f"    {stage.check.id} -- fail --> {stage.on_fail.id}")
-            entry = [stage.check.id]
-            exits = [stage.on_fail.id]
-            if stage.on_pass is not None:
-                lines.append(box(stage.on_pass))
-                lines.append(f"    {stage.check.id} -- pass --> {stage.on_pass.id}")
-                exits.append(stage.on_pass.id)
-            else:
-                lines.append(f'    {stage.id}_done(("done"))')
-                lines.append(f"    {stage.check.id} -- pass --> {stage.id}_done")
-                exits.append(f"{stage.id}_done")
-        else:
-            assert isinstance(stage, LoopStage)
-            lines.append(f'    subgraph {stage.id}["{render_stage(stage)}"]')
-            lines.extend("    " + box(b) for b in stage.body)
-            for a, b in zip(stage.body, stage.body[1:], strict=False):
-                lines.append(f"        {a.id} --> {b.id}")
-            lines.append("    end")
-            lines.append(f"    {stage.body[-1].id} -. repeat up to {stage.count}x .-> {stage.body[0].id}")
-            entry = [stage.body[0].id]
-            exits = [stage.body[-1].id]
-        lines.extend(f"    {p} --> {e}" for p in previous for e in entry)
-        previous = exits
+        part = kind_of(stage).mermaid(stage, box)
+        lines.extend(part.lines)
+        lines.extend(f"    {p} --> {e}" for p in previous for e in part.entry)
+        previous = part.exits
     lines.append('    answer(["answer"])')
     lines.extend(f"    {p} --> answer" for p in previous)
     return "\n".join(lines)

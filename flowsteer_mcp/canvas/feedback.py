@@ -78,15 +78,7 @@ def render_feedback(
     lines.append(f"[DSL]: {state.dsl or '(empty)'}")
     lines.append(f"[Nodes]: {render_nodes(state.nodes)}")
     stats = state.stats
-    structures = [
-        name
-        for name, on in (
-            ("parallel", stats.has_parallel),
-            ("conditional", stats.has_conditional),
-            ("loop", stats.has_loop),
-        )
-        if on
-    ]
+    structures = stats.structures
     lines.append(
         f"[Statistics]: {stats.total_operators} operators, {stats.unique_types} unique types, "
         f"structures: {', '.join(structures) or 'none'}"

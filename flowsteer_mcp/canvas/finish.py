@@ -10,6 +10,8 @@ from pydantic import BaseModel
 
 from flowsteer_mcp.canvas.options import FinishPolicy, TaskSpec
 from flowsteer_mcp.canvas.stats import GraphStats
+from operators.base import Category, Role
+from operators.registry import OperatorRegistry
 
 
 class Violation(BaseModel):
@@ -25,10 +27,32 @@ def is_verbose(output: str | None, limit: int) -> bool:
     return len(text) > limit or "\n" in text
 
 
+def program_runners(registry: OperatorRegistry) -> list[str]:
+    """Operators that write and run a program: what a code task with tests must contain to produce code."""
+    return [spec.name for spec in registry.matching(lambda spec: spec.runs_programs)]
+
+
+def test_runners(registry: OperatorRegistry) -> list[str]:
+    """Checkers that run the task's public tests: the check a code task with tests must contain."""
+    return [spec.name for spec in registry.matching(lambda spec: spec.role is Role.CHECKER and spec.runs_tests)]
+
+
+def has_formatter(stats: GraphStats) -> bool:
+    return stats.category_counts.get(Category.FORMATTING.value, 0) > 0
+
+
 def finish_violations(
-    policy: FinishPolicy, stats: GraphStats, task: TaskSpec, last_output: str | None
+    policy: FinishPolicy,
+    stats: GraphStats,
+    task: TaskSpec,
+    last_output: str | None,
+    *,
+    registry: OperatorRegistry,
 ) -> list[Violation]:
-    """All unmet constraints, most fundamental first; an empty list means finish is accepted."""
+    """All unmet constraints, most fundamental first; an empty list means finish is accepted.
+
+    Solvers, checkers and the code task's runners are found by what the registry's specs declare, so a plug-in
+    that declares the role or capability satisfies the gate like a built-in."""
     found: list[Violation] = []
     ops = set(stats.operators)
     if stats.total_operators == 0:
@@ -47,19 +71,18 @@ def finish_violations(
         found.append(
             Violation(
                 constraint="structure",
-                message="No structure used: add a parallel, conditional or loop stage (e.g. `Verify ? Revise : done`).",
+                message="No structure used: add a parallel, conditional, loop or fallback stage (e.g. `Verify ? Revise : done`).",
             )
         )
-    if policy.require_solver and not ops & set(policy.solver_operators):
-        found.append(
-            Violation(constraint="solver", message=f"No solver: add one of {', '.join(policy.solver_operators)}.")
-        )
-    if policy.require_checker and not ops & set(policy.checker_operators):
-        found.append(
-            Violation(constraint="checker", message=f"No checker: add one of {', '.join(policy.checker_operators)}.")
-        )
+    solvers = policy.solvers(registry)
+    if policy.require_solver and not ops & set(solvers):
+        found.append(Violation(constraint="solver", message=f"No solver: add one of {', '.join(solvers)}."))
+    checkers = policy.checkers(registry)
+    if policy.require_checker and not ops & set(checkers):
+        found.append(Violation(constraint="checker", message=f"No checker: add one of {', '.join(checkers)}."))
     if policy.code_requires_programmer_and_test and task.task_type == "code" and task.public_tests:
-        missing = [name for name in ("Programmer", "Test") if name not in ops]
+        needed = [(program_runners(registry), "a program runner"), (test_runners(registry), "a test runner")]
+        missing = [_one_of(names) or what for names, what in needed if not ops & set(names)]
         if missing:
             found.append(
                 Violation(
@@ -69,7 +92,7 @@ def finish_violations(
             )
     if (
         policy.verbose_output_requires_format
-        and "Format" not in ops
+        and not has_formatter(stats)
         and task.task_type != "code"
         and is_verbose(last_output, policy.verbose_output_chars)
     ):
@@ -81,3 +104,8 @@ def finish_violations(
             )
         )
     return found
+
+
+def _one_of(names: list[str]) -> str:
+    """`A`, or `(A or B)` when several operators would do."""
+    return names[0] if len(names) == 1 else f"({' or '.join(names)})" if names else ""

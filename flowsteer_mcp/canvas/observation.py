@@ -53,7 +53,7 @@ class ObservationBuilder(BaseModel):
             operators=operators,
             operator_names=", ".join(s.name for s in registry.specs()),
             examples=examples,
-            finish_constraints=describe_policy(policy),
+            finish_constraints=describe_policy(policy, registry),
         )
 
     def turn(self, task: TaskSpec, state: StateView, last_feedback: str | None) -> str:
@@ -86,14 +86,14 @@ class ObservationBuilder(BaseModel):
         )
 
 
-def describe_policy(policy: FinishPolicy) -> str:
+def describe_policy(policy: FinishPolicy, registry: OperatorRegistry) -> str:
     rules = [f"- at least {policy.min_operators} operator(s)"]
     if policy.require_structure:
         rules.append("- at least one structure (parallel, conditional or loop)")
     if policy.require_solver:
-        rules.append(f"- a solver ({', '.join(policy.solver_operators)})")
+        rules.append(f"- a solver ({', '.join(policy.solvers(registry))})")
     if policy.require_checker:
-        rules.append(f"- a checker ({', '.join(policy.checker_operators)})")
+        rules.append(f"- a checker ({', '.join(policy.checkers(registry))})")
     if policy.code_requires_programmer_and_test:
         rules.append("- code tasks with public tests: Programmer and Test")
     if policy.verbose_output_requires_format:

@@ -6,6 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from operators.base import Role
+from operators.registry import OperatorRegistry, in_hint_order
+
 TaskType = Literal["math", "code", "qa", "general"]
 
 
@@ -19,13 +22,26 @@ class FinishPolicy(BaseModel):
     require_structure: bool = False
     require_solver: bool = False
     require_checker: bool = False
-    code_requires_programmer_and_test: bool = False  # code tasks with public tests need Programmer and Test
+    # Code tasks with public tests need a program runner and a test runner (spec flags `runs_programs` and
+    # `runs_tests`: Programmer and Test among the built-ins).
+    code_requires_programmer_and_test: bool = False
     verbose_output_requires_format: bool = False
     verbose_output_chars: int = 60
-    solver_operators: list[str] = Field(
-        default_factory=lambda: ["Custom", "AnswerGenerate", "Programmer", "Aggregate", "Revise"]
-    )
-    checker_operators: list[str] = Field(default_factory=lambda: ["Verify", "Test", "Review"])
+    solver_operators: list[str] | None = None  # None: every advertised operator whose spec says `solver`
+    checker_operators: list[str] | None = None  # None: every advertised operator with the checker role
+
+    def solvers(self, registry: OperatorRegistry) -> list[str]:
+        """The operators that count as a solver: the names given, else those the specs declare."""
+        if self.solver_operators is not None:
+            return list(self.solver_operators)
+        return [spec.name for spec in registry.matching(lambda spec: spec.solver)]
+
+    def checkers(self, registry: OperatorRegistry) -> list[str]:
+        """The operators that count as a checker: the names given, else those with the checker role, listed in
+        the order of the task types their hints are for (math, code, qa, general)."""
+        if self.checker_operators is not None:
+            return list(self.checker_operators)
+        return [spec.name for spec in in_hint_order(registry.matching(lambda spec: spec.role is Role.CHECKER))]
 
 
 FINISH_PRESETS: dict[str, FinishPolicy] = {

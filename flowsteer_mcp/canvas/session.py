@@ -181,8 +181,16 @@ class Canvas:
         stats = self.stats()
         output = self.state.last_execution.output if self.state.last_execution else None
         policy = self.state.options.finish_policy()
-        violations = finish_violations(policy, stats, self.state.task, output)
-        return advise(self.state.graph, stats, self.state.task, violations, self.state.last_execution, policy)
+        violations = finish_violations(policy, stats, self.state.task, output, registry=self.registry)
+        return advise(
+            self.state.graph,
+            stats,
+            self.state.task,
+            violations,
+            self.state.last_execution,
+            policy,
+            registry=self.registry,
+        )
 
     def feedback(self, message: str) -> str:
         """Feedback text for the current state without taking a step (e.g. right after creation)."""
@@ -418,7 +426,9 @@ class Canvas:
         report = self.state.last_execution
         stats = self.stats()
         output = report.output if report else None
-        violations = finish_violations(self.state.options.finish_policy(), stats, self.state.task, output)
+        violations = finish_violations(
+            self.state.options.finish_policy(), stats, self.state.task, output, registry=self.registry
+        )
         label = text or ("finish" + (f" answer={answer!r}" if answer else ""))
         if violations:
             message = "Finish rejected: " + " ".join(v.message for v in violations)

@@ -6,7 +6,8 @@ from collections import Counter
 
 from pydantic import BaseModel
 
-from flowsteer_mcp.canvas.model import ConditionalStage, LoopStage, ParallelStage, WorkflowGraph
+from flowsteer_mcp.canvas.kinds import STRUCTURES
+from flowsteer_mcp.canvas.model import WorkflowGraph
 from operators.base import Category, Role
 from operators.registry import OperatorRegistry
 
@@ -16,6 +17,8 @@ class GraphStats(BaseModel):
     unique_types: int = 0
     operators: list[str] = []  # operator names in stage order
     stage_count: int = 0
+    structures: list[str] = []  # the structure kinds the graph uses (canvas/kinds order); a new kind adds none
+    # The paper's three structures, kept as flags because rewards and feedback were written against them.
     has_parallel: bool = False
     has_conditional: bool = False
     has_loop: bool = False
@@ -24,11 +27,11 @@ class GraphStats(BaseModel):
 
     @property
     def has_structure(self) -> bool:
-        return self.has_parallel or self.has_conditional or self.has_loop
+        return bool(self.structures)
 
     @property
     def structure_kinds(self) -> int:
-        return sum((self.has_parallel, self.has_conditional, self.has_loop))
+        return len(self.structures)
 
 
 def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
@@ -39,14 +42,17 @@ def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
         spec = registry.spec(name)
         categories[spec.category.value] += 1
         has_checker = has_checker or spec.role == Role.CHECKER
+    used = {stage.kind for stage in graph.stages}
+    structures = [kind.name for kind in STRUCTURES if kind.name in used]
     return GraphStats(
         total_operators=len(names),
         unique_types=len(set(names)),
         operators=names,
         stage_count=len(graph.stages),
-        has_parallel=any(isinstance(s, ParallelStage) for s in graph.stages),
-        has_conditional=any(isinstance(s, ConditionalStage) for s in graph.stages),
-        has_loop=any(isinstance(s, LoopStage) for s in graph.stages),
+        structures=structures,
+        has_parallel="parallel" in structures,
+        has_conditional="conditional" in structures,
+        has_loop="loop" in structures,
         category_counts={c.value: categories.get(c.value, 0) for c in Category},
         has_checker=has_checker,
     )

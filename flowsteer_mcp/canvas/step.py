@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from flowsteer_mcp.canvas.kinds import StageKindName
 from flowsteer_mcp.canvas.stats import GraphStats
 
 CanvasStatus = Literal["building", "awaiting_prompt", "finished", "exhausted"]
@@ -13,7 +14,7 @@ CanvasStatus = Literal["building", "awaiting_prompt", "finished", "exhausted"]
 
 class NodeView(BaseModel):
     id: str = Field(description="stable node id, e.g. node_3 (a stage), node_2_p0 (a branch), node_4_cond (a check)")
-    kind: Literal["operator", "parallel", "conditional", "loop"] = Field(description="operator node or structure")
+    kind: StageKindName = Field(description="operator node or structure")
     operator: str | None = Field(default=None, description="the operator name; null for a structure node")
     parent: str | None = Field(default=None, description="the structure this node belongs to; null at top level")
     slot: str | None = Field(
@@ -56,7 +57,7 @@ class ExecutionView(BaseModel):
     fresh: bool = Field(default=False, description="true when this run happened during this call (count usage then)")
     status: str = Field(
         description="ok; degraded (the last stage failed, the answer is the best earlier solution); failed, "
-        "no_executor, empty, timeout or cancelled (no answer)"
+        "no_executor, empty or timeout (no answer)"
     )
     ok: bool = Field(description="true when the run produced an answer (status ok or degraded)")
     output: str | None = Field(default=None, description="the run's final answer; null whenever there is none")

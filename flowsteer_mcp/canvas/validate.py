@@ -7,19 +7,9 @@ from __future__ import annotations
 
 import keyword
 
-from flowsteer_mcp.canvas.blueprint import (
-    ConditionalBlueprint,
-    LoopBlueprint,
-    OperatorBlueprint,
-    ParallelBlueprint,
-    StageBlueprint,
-    slot_prompts,
-    slot_samples,
-    slots,
-    with_operators,
-    with_prompts,
-)
+from flowsteer_mcp.canvas.blueprint import StageBlueprint, slot_prompts, slots, with_operators, with_prompts
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
+from flowsteer_mcp.canvas.kinds import kind_of
 from flowsteer_mcp.canvas.model import MAX_SAMPLES, WorkflowGraph
 from flowsteer_mcp.canvas.numbers import show_int
 from flowsteer_mcp.canvas.options import CanvasLimits, CanvasOptions
@@ -99,16 +89,17 @@ class CanvasRules:
     def blueprint(self, blueprint: StageBlueprint, graph: WorkflowGraph) -> StageBlueprint:
         """Validate a stage to add; returns it with canonical operator names and cleaned prompts."""
         names = [self.operator(slot.operator) for slot in slots(blueprint)]
+        kind = kind_of(blueprint)
         canonical = with_operators(blueprint, names)
-        self._structure(canonical)
-        prompts = list(blueprint.prompts or []) if not isinstance(blueprint, OperatorBlueprint) else [blueprint.prompt]
+        kind.validate(canonical, self)
+        prompts = kind.given_prompts(blueprint)
         if len(prompts) > len(names):
             raise CanvasError(
                 ErrorCode.INVALID_STRUCTURE,
                 f"Got {len(prompts)} prompts for {len(names)} operators; give at most one per operator.",
             )
         canonical = with_prompts(canonical, [self.prompt(p) for p in slot_prompts(canonical)])
-        self._samples(canonical)
+        kind.validate_samples(canonical, self)
         total = sum(1 for _ in graph.iter_operator_nodes()) + len(names)
         if total > self.limits.max_operators:
             raise CanvasError(
@@ -116,56 +107,6 @@ class CanvasRules:
                 f"This would make {total} operators; a workflow holds at most {self.limits.max_operators}.",
             )
         return canonical
-
-    def _samples(self, blueprint: StageBlueprint) -> None:
-        if isinstance(blueprint, OperatorBlueprint):
-            self.samples(blueprint.samples)
-            return
-        if isinstance(blueprint, ParallelBlueprint):
-            given = blueprint.samples or []
-            if len(given) > len(blueprint.operators):
-                raise CanvasError(
-                    ErrorCode.INVALID_STRUCTURE,
-                    f"Got {len(given)} samples values for {len(blueprint.operators)} branches; give at most one "
-                    "per branch.",
-                )
-            for index, value in enumerate(slot_samples(blueprint), start=1):
-                self.samples(value, f" of branch {index}")
-
-    def _structure(self, blueprint: StageBlueprint) -> None:
-        limits = self.limits
-        if isinstance(blueprint, ParallelBlueprint):
-            if not 2 <= len(blueprint.operators) <= limits.max_branches:
-                raise CanvasError(
-                    ErrorCode.INVALID_STRUCTURE,
-                    f"A parallel stage needs 2 to {limits.max_branches} branches; got {len(blueprint.operators)}.",
-                )
-            ensembles = [n for n in blueprint.operators if self.registry.spec(n).needs_candidates]
-            if ensembles:
-                raise CanvasError(
-                    ErrorCode.INVALID_STRUCTURE,
-                    f"{', '.join(sorted(set(ensembles)))} cannot be a parallel branch: ensemble operators combine the "
-                    "candidates of a parallel stage, so add them as the stage after it.",
-                )
-        elif isinstance(blueprint, LoopBlueprint):
-            if not 1 <= len(blueprint.operators) <= limits.max_loop_body:
-                raise CanvasError(
-                    ErrorCode.INVALID_STRUCTURE,
-                    f"A loop body needs 1 to {limits.max_loop_body} operators; got {len(blueprint.operators)}.",
-                )
-            if not 1 <= blueprint.count <= limits.max_loop_count:
-                raise CanvasError(
-                    ErrorCode.INVALID_STRUCTURE,
-                    f"Loop count must be between 1 and {limits.max_loop_count}; got {show_int(blueprint.count)}.",
-                )
-        elif isinstance(blueprint, ConditionalBlueprint):
-            spec = self.registry.spec(blueprint.check)
-            if spec.role.value != "checker":
-                checkers = ", ".join(n for n in self.allowed_names() if self.registry.spec(n).role.value == "checker")
-                raise CanvasError(
-                    ErrorCode.INVALID_STRUCTURE,
-                    f"The condition of a conditional must be a checker ({checkers}); {blueprint.check} gives no verdict.",
-                )
 
     def position(self, position: int | None, graph: WorkflowGraph) -> int:
         """Index to insert a new stage at (None = append)."""

@@ -25,6 +25,7 @@ from flowsteer_mcp.canvas.blueprint import (
 )
 from flowsteer_mcp.canvas.export import export_json
 from flowsteer_mcp.canvas.model import WorkflowGraph
+from flowsteer_mcp.errors import FlowSteerError
 
 
 class LibraryWorkflow(BaseModel):
@@ -249,7 +250,7 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
 DEFAULT_WORKFLOW: dict[str, str] = {"code": "classic", "math": "classic", "qa": "classic", "general": "classic"}
 
 
-class UnknownWorkflowError(ValueError):
+class UnknownWorkflowError(FlowSteerError, ValueError):
     """A library name that does not exist (for the task type asked, or at all); the message lists the names."""
 
 

@@ -7,9 +7,10 @@ from typing import Any
 from mcp import Client
 
 from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.errors import FlowSteerError
 
 
-class CanvasCallError(RuntimeError):
+class CanvasCallError(FlowSteerError, RuntimeError):
     """A canvas tool answered with an error (the message is the server's actionable text)."""
 
 

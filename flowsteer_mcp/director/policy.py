@@ -1,8 +1,9 @@
 """The `policy` director: an LLM (FlowSteer-8b or any chat model) drives the canvas through `act`.
 
-Per round it builds the observation with the shared ObservationBuilder, samples one turn, strips complete
-`<think>` blocks, re-asks once (thinking off) when an action turn contains no action, and sends the text to
-`act`. An unclosed think block is sent as is and the canvas rejects it as an invalid turn. Every turn is
+Per round it builds the observation with the shared ObservationBuilder, samples one turn, strips its reasoning
+(`operators.parsing.strip_think`), re-asks once (thinking off) when an action turn contains no action, and sends
+the text to `act`. A turn that never closes its `<think>` block is sent as is and the canvas rejects it as an
+invalid turn (the canvas applies the same rule, so the policy cannot slip an action past it). Every turn is
 recorded with its prompt, completion, token ids and log-probs (when the server returns them) and the feedback.
 """
 
@@ -22,20 +23,24 @@ from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
 from flowsteer_mcp.director.finalize import add_usage, collect
 from flowsteer_mcp.director.generation import Generation, PolicySampling, generate
 from flowsteer_mcp.director.link import CanvasCallError, CanvasLink
+from operators.parsing import UnclosedThinkError, strip_think
 from operators.registry import OperatorRegistry, default_registry
 
 REASK = "Output exactly one action now, as tags (for example <action>add</action><operator>Custom</operator>), with no thinking."
-_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+REASK_MAX_TOKENS = 128  # the re-ask wants one action tag, never a long answer
 _ACTION_TAG = re.compile(r"<action>|\[action\]", re.IGNORECASE)
 
 
-def visible_text(generation: Generation) -> str:
-    """The turn text without complete think blocks (an unclosed block is kept: the canvas rejects it)."""
-    return _THINK.sub("", generation.text).strip()
+def visible_text(generation: Generation) -> str | None:
+    """The turn text without its reasoning; None when a think block was never closed (an invalid turn)."""
+    try:
+        return strip_think(generation.text)
+    except UnclosedThinkError:
+        return None
 
 
-def has_action(text: str) -> bool:
-    return bool(_ACTION_TAG.search(text)) and "<think>" not in text.lower()
+def has_action(text: str | None) -> bool:
+    return text is not None and bool(_ACTION_TAG.search(text))
 
 
 class PolicyDirector:
@@ -51,6 +56,7 @@ class PolicyDirector:
         observer: ObservationBuilder | None = None,
         registry: OperatorRegistry | None = None,
         reask: bool = True,
+        reask_max_tokens: int = REASK_MAX_TOKENS,
         transcript: bool = False,
     ) -> None:
         self.client = client
@@ -60,6 +66,9 @@ class PolicyDirector:
         self.observer = observer or ObservationBuilder.default()
         self.registry = registry or default_registry()
         self.reask = reask
+        if reask_max_tokens < 1:
+            raise ValueError(f"reask_max_tokens must be at least 1, got {reask_max_tokens}")
+        self.reask_max_tokens = reask_max_tokens
         # transcript=True is the `history` observation mode: every turn sees the whole conversation so far
         # (system, each observation, each of its own replies) instead of system + the current observation.
         self.transcript = transcript
@@ -139,13 +148,14 @@ class PolicyDirector:
                 self.model,
                 messages,
                 self.sampling,
-                max_tokens=128,
+                max_tokens=self.reask_max_tokens,
                 thinking=False if self.sampling.enable_thinking is not None else None,
                 prefix=self.sampling.action_prefix,
             )
             sent, reasked = visible_text(generation), True
         if history is not None:  # the re-asked version replaces the first: only what the policy kept is history
             history += [{"role": "user", "content": user}, {"role": "assistant", "content": generation.text}]
+        # An unclosed think block (sent is None) goes to `act` as written: the canvas reports it to the policy.
         step = await link.call("act", workflow_id=workflow_id, text=sent or generation.text or " ")
         record = TurnRecord(
             round=step["state"]["round"],
@@ -153,7 +163,7 @@ class PolicyDirector:
             system=None if prompt_turn else system,
             prompt=user,
             completion=generation.text,
-            sent=sent,
+            sent=sent if sent is not None else generation.text,
             reasked=reasked,
             prompt_token_ids=generation.prompt_token_ids,
             completion_token_ids=generation.completion_token_ids,

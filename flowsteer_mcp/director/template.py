@@ -26,11 +26,6 @@ from flowsteer_mcp.director.link import CanvasCallError, CanvasLink
 _OPTIONS = {"finish": "relaxed", "execute_each_step": False, "max_rounds": 3}
 
 
-def template_dsl(task_type: str, name: str | None = None) -> str:
-    """The DSL a template builds (for reports and docs); `name` None is the task type's default."""
-    return library_workflow(task_type, name).dsl()
-
-
 class FixedWorkflowDirector:
     """Runs the workflow `spec_for(task)` returns (a JSON export) on each task through the MCP tools."""
 

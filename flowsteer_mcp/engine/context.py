@@ -10,27 +10,15 @@ from dataclasses import dataclass, field
 import structlog
 
 from flowsteer_mcp.canvas.execution import NodeTrace, ProgressCallback, ProgressEvent
-from flowsteer_mcp.canvas.model import (
-    ConditionalStage,
-    LoopStage,
-    OperatorNode,
-    ParallelStage,
-    Stage,
-    WorkflowGraph,
-)
+from flowsteer_mcp.canvas.kinds import kind_of
+from flowsteer_mcp.canvas.model import OperatorNode, Stage, WorkflowGraph
 
 log = structlog.get_logger(__name__)
 
 
 def planned_calls(stage: Stage) -> int:
     """Upper bound of operator calls for a stage (a loop counted at its full count)."""
-    if isinstance(stage, ParallelStage):
-        return sum(branch.samples for branch in stage.branches)
-    if isinstance(stage, ConditionalStage):
-        return 2  # the check plus at most one branch
-    if isinstance(stage, LoopStage):
-        return len(stage.body) * stage.count
-    return stage.samples
+    return kind_of(stage).planned_calls(stage)
 
 
 def planned_total(graph: WorkflowGraph) -> int:

@@ -32,7 +32,15 @@ from flowsteer_mcp.engine.metering import MeteredBackend
 from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import GREEDY, ChatBackend, DrawSettings, SupportsCompleteMany
 from operators.backends.shared_prompt import BatchMember, SharedPromptBatch
-from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec, Role
+from operators.base import (
+    DEFAULT_SANDBOX_TIMEOUT_S,
+    Operator,
+    OperatorInput,
+    OperatorOutput,
+    OperatorRuntime,
+    OperatorSpec,
+    Role,
+)
 from operators.registry import OperatorRegistry, UnknownOperatorError
 from operators.sandbox import SandboxRefusedError
 
@@ -70,10 +78,12 @@ class CallSettings:
     seed: int = 0  # the workflow seed: sampled draws derive their seeds from it
     sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE
     sample_top_p: float = DEFAULT_SAMPLE_TOP_P
+    sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S  # each sandbox run an operator makes
 
     def fingerprint(self) -> dict[str, Any]:
-        """The settings that can change an operator's result, for the memo key."""
-        return {"max_reasks": self.max_reasks, "options": self.runtime_options}
+        """The settings that can change an operator's result, for the memo key (a longer sandbox limit can
+        turn a timed-out program into a passing one)."""
+        return {"max_reasks": self.max_reasks, "options": self.runtime_options, "sandbox_s": self.sandbox_timeout_s}
 
 
 def derived_seed(workflow_seed: int, node_id: str, draw: int) -> int:
@@ -235,7 +245,13 @@ class NodeCaller:
             return OperatorOutput(ok=False, error=str(exc.args[0]) if exc.args else str(exc))
         metered = MeteredBackend(via or self._backend, node_id=node.id, operator=node.operator)
         options = {**self._settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
-        runtime = OperatorRuntime(llm=metered, max_reasks=self._settings.max_reasks, options=options, draw=draw)
+        runtime = OperatorRuntime(
+            llm=metered,
+            max_reasks=self._settings.max_reasks,
+            sandbox_timeout_s=self._settings.sandbox_timeout_s,
+            options=options,
+            draw=draw,
+        )
         started = time.perf_counter()
         try:
             output = await self._invoke(node, operator_cls, inputs, runtime)

@@ -40,6 +40,7 @@ from flowsteer_mcp.engine.node_call import (
 from flowsteer_mcp.engine.stages import StageRunner
 from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import ChatBackend
+from operators.base import DEFAULT_SANDBOX_TIMEOUT_S
 from operators.registry import OperatorRegistry
 
 log = structlog.get_logger(__name__)
@@ -71,7 +72,10 @@ class WorkflowEngine:
         seed: int = 0,
         sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE,
         sample_top_p: float = DEFAULT_SAMPLE_TOP_P,
+        sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S,
     ) -> None:
+        if not sandbox_timeout_s > 0:
+            raise ValueError(f"sandbox_timeout_s must be a positive number of seconds; got {sandbox_timeout_s!r}")
         for name, value in (("call_timeout_s", call_timeout_s), ("run_timeout_s", run_timeout_s)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds or None (no limit); got {value!r}")
@@ -92,6 +96,7 @@ class WorkflowEngine:
             seed=seed,
             sample_temperature=sample_temperature,
             sample_top_p=sample_top_p,
+            sandbox_timeout_s=sandbox_timeout_s,
         )
 
     async def run(

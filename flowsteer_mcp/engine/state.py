@@ -6,11 +6,12 @@ the previous state intact, so every update returns a new `FlowState` instead of 
 Update rules (10-canvas.md §4), by the operator's declared role:
 - GUIDANCE: its text is appended to `guidance`; the solution is untouched (a plan is not an answer).
 - SOLUTION: its text replaces the solution (`code` too when the output carries code). An ensemble that
-  returns no code but picks one candidate verbatim inherits that candidate's code, so a code task keeps the
-  program of the branch the ensemble selected.
-- CHECKER: verdict and feedback are set (feedback is replaced, never kept from an older check, so Revise
-  always sees the feedback of the check it follows); a non-empty text becomes the solution (Test may repair
-  code, Verify may adopt a corrected answer) and `code` is replaced when given.
+  returns no code inherits the code of the candidate it chose (`EnsembleOutput.index`, or the candidate it
+  repeated verbatim when it names none), so a code task keeps the program of the branch it selected.
+- CHECKER: feedback is set (replaced, never kept from an older check, so Revise always sees the feedback of
+  the check it follows); a non-empty text becomes the solution (Test may repair code, Verify may adopt a
+  corrected answer) and `code` is replaced when given. The verdict is not kept: control flow reads it from
+  the checker's output.
 A failed output (ok=False) never changes the state: callers do not apply it. So after a failed stage the
 state still holds the latest valid solution, the "best so far" that a run whose last stage failed returns
 as a `degraded` answer (runner.py).
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from flowsteer_mcp.canvas.options import TaskSpec
 from operators.base import OperatorInput, OperatorOutput, Role, TaskType
+from operators.library.ensemble import EnsembleOutput
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,6 @@ class FlowState:
     solution: str | None = None
     code: str | None = None
     feedback: str | None = None
-    verdict: bool | None = None  # the last checker's verdict (informational; control flow reads outputs)
     guidance: tuple[str, ...] = ()
     candidates: tuple[str, ...] = ()
     candidate_codes: tuple[str | None, ...] = field(default=())  # aligned with `candidates`
@@ -70,20 +71,23 @@ class FlowState:
         if role is Role.GUIDANCE:
             return replace(self, guidance=(*self.guidance, output.text)) if text else self
         if role is Role.CHECKER:
-            updated = replace(self, verdict=output.verdict, feedback=output.feedback)
+            updated = replace(self, feedback=output.feedback)
             if text:
                 updated = replace(updated, solution=output.text)
             if output.code:
                 updated = replace(updated, code=output.code)
             return updated
-        code = output.code or (self._selected_candidate_code(text) if uses_candidates else None)
+        code = output.code or (self._chosen_candidate_code(output) if uses_candidates else None)
         return replace(self, solution=output.text if text else self.solution, code=code or self.code)
 
-    def _selected_candidate_code(self, text: str) -> str | None:
-        for candidate, code in zip(self.candidates, self.candidate_codes, strict=False):
-            if candidate.strip() == text:
-                return code
-        return None
+    def _chosen_candidate_code(self, output: OperatorOutput) -> str | None:
+        """The code of the candidate the ensemble chose: by its `index` when it gives one (exact even when two
+        candidates read alike), else the candidate it repeated verbatim (Aggregate's unanimous case, plug-ins)."""
+        index = output.index if isinstance(output, EnsembleOutput) else None
+        if index is not None:
+            return self.candidate_codes[index] if 0 <= index < len(self.candidate_codes) else None
+        text = output.text.strip()
+        return next((c for t, c in zip(self.candidates, self.candidate_codes, strict=False) if t.strip() == text), None)
 
     def with_candidates(self, texts: list[str], codes: list[str | None]) -> FlowState:
         return replace(self, candidates=tuple(texts), candidate_codes=tuple(codes))

@@ -31,6 +31,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
+from flowsteer_mcp.errors import FlowSteerError
+
 log = structlog.get_logger(__name__)
 
 _REG_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
@@ -38,7 +40,7 @@ _UNSPECIFIED = frozenset({"0.0.0.0", "::"})
 _SHOWN_CHARS = 100  # how much of a refused header is echoed back or logged
 
 
-class UnsafeBindError(RuntimeError):
+class UnsafeBindError(FlowSteerError, RuntimeError):
     """Listening on this address without a bearer token would expose the canvas to the network."""
 
 

@@ -19,17 +19,13 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from flowsteer_mcp.canvas.actions import AddStage, DeleteNode, ModifyNode, SetPrompt
-from flowsteer_mcp.canvas.blueprint import (
-    ConditionalBlueprint,
-    LoopBlueprint,
-    OperatorBlueprint,
-    ParallelBlueprint,
-    StageBlueprint,
-)
+from flowsteer_mcp.canvas.blueprint import OperatorBlueprint, StageBlueprint
 from flowsteer_mcp.canvas.errors import CanvasError
 from flowsteer_mcp.canvas.execution import ProgressCallback
 from flowsteer_mcp.canvas.export import export_workflow as render_export
 from flowsteer_mcp.canvas.export import import_dsl, import_json
+from flowsteer_mcp.canvas.kinds import KINDS, STRUCTURES, StructureKindName
+from flowsteer_mcp.canvas.kinds.base import StructureArgs, StructureArgsError
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec, TaskType
@@ -58,6 +54,7 @@ WorkflowId = Annotated[str, Field(min_length=1, max_length=64, description="hand
 NodeId = Annotated[str, Field(min_length=1, max_length=64, description="a node id such as node_3 or node_2_p0")]
 OperatorName = Annotated[str, Field(min_length=1, max_length=64, description="an operator name from list_operators")]
 TaskTypeInput = Literal["auto", "math", "code", "qa", "general"]
+_STRUCTURE_KINDS_DOC = "the kind of stage: " + "; ".join(f"{kind.name}: {kind.summary}" for kind in STRUCTURES)
 
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
@@ -209,12 +206,14 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
 
-    @tool("Add structure (parallel, conditional, loop)", ADDS_AND_RUNS)
+    @tool(f"Add structure ({', '.join(kind.name for kind in STRUCTURES)})", ADDS_AND_RUNS)
     async def add_structure(
         workflow_id: WorkflowId,
-        structure: Annotated[Literal["parallel", "conditional", "loop"], Field(description="the kind of stage")],
+        structure: Annotated[StructureKindName, Field(description=_STRUCTURE_KINDS_DOC)],
         ctx: Context,
-        operators: Annotated[list[str] | None, Field(description="parallel branches or loop body")] = None,
+        operators: Annotated[
+            list[str] | None, Field(description="parallel branches, loop body, or fallback [attempt, fallback]")
+        ] = None,
         condition: Annotated[str | None, Field(description="conditional: the checker (Verify, Test, Review)")] = None,
         on_fail: Annotated[str | None, Field(description="conditional: run when the check FAILS")] = None,
         on_pass: Annotated[
@@ -224,8 +223,12 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         prompts: Annotated[list[str | None] | None, Field(description="one prompt per operator, in order")] = None,
         position: Annotated[int | None, Field(description="0-based stage index; default appends")] = None,
     ) -> WorkflowStep:
-        """Add a parallel, conditional (`condition ? on_fail : on_pass|done`) or loop stage."""
-        blueprint = _structure_blueprint(structure, operators, condition, on_fail, on_pass, count, prompts)
+        """Add a parallel, conditional (`condition ? on_fail : on_pass|done`), loop or fallback (`A ?? B`: B runs
+        only when A fails or gives no answer) stage."""
+        args = StructureArgs(
+            operators=operators, condition=condition, on_fail=on_fail, on_pass=on_pass, count=count, prompts=prompts
+        )
+        blueprint = _structure_blueprint(structure, args)
         async with opened(workflow_id) as canvas:
             return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
 
@@ -405,32 +408,9 @@ def catalog_of(bench: Workbench) -> OperatorCatalog:
     )
 
 
-def _structure_blueprint(
-    structure: str,
-    operators: list[str] | None,
-    condition: str | None,
-    on_fail: str | None,
-    on_pass: str | None,
-    count: int | None,
-    prompts: list[str | None] | None,
-) -> StageBlueprint:
-    if structure == "conditional":
-        if not condition or not on_fail:
-            raise ToolError("A conditional needs `condition` (a checker) and `on_fail` (run when the check fails).")
-        if operators:
-            raise ToolError("A conditional takes condition/on_fail/on_pass, not `operators`.")
-        if count is not None:
-            raise ToolError("`count` only applies to loops.")
-        passed = None if on_pass is None or on_pass.strip().lower() == "done" else on_pass
-        return ConditionalBlueprint(check=condition, on_fail=on_fail, on_pass=passed, prompts=prompts)
-    if condition or on_fail or on_pass:
-        raise ToolError(f"condition/on_fail/on_pass only apply to conditionals, not to a {structure}.")
-    if not operators:
-        raise ToolError(f"A {structure} needs `operators` (a list of operator names).")
-    if structure == "parallel":
-        if count is not None:
-            raise ToolError("`count` only applies to loops.")
-        return ParallelBlueprint(operators=operators, prompts=prompts)
-    if count is None:
-        raise ToolError("A loop needs `count` (maximum iterations, 1-10).")
-    return LoopBlueprint(operators=operators, count=count, prompts=prompts)
+def _structure_blueprint(structure: str, args: StructureArgs) -> StageBlueprint:
+    try:
+        blueprint: StageBlueprint = KINDS[structure].from_tool(args)
+    except StructureArgsError as error:
+        raise ToolError(str(error)) from None
+    return blueprint

@@ -24,6 +24,7 @@ import structlog
 
 from flowsteer_mcp.canvas.execution import WorkflowExecutor
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
+from flowsteer_mcp.errors import FlowSteerError
 from flowsteer_mcp.store.base import StoredWorkflow, WorkflowStore
 from operators.registry import OperatorRegistry
 
@@ -33,15 +34,15 @@ DEFAULT_PERSISTENT_TTL_S = 30 * 86_400.0  # a month without an edit
 _REASON_CHARS = 300
 
 
-class WorkflowNotFound(LookupError):
+class WorkflowNotFound(FlowSteerError, LookupError):
     pass
 
 
-class WorkbenchFull(RuntimeError):
+class WorkbenchFull(FlowSteerError, RuntimeError):
     pass
 
 
-class WorkflowNotSaved(RuntimeError):
+class WorkflowNotSaved(FlowSteerError, RuntimeError):
     """The store refused a new state; the workflow (or the workbench, for a create) is exactly as before."""
 
 
@@ -81,11 +82,6 @@ class Workbench:
         self._live: dict[str, _Entry] = {}
         self._locks: dict[str, _LockSlot] = {}
         self._admission = anyio.Lock()  # makes count-then-put in `create` one step, so max_workflows is exact
-
-    @property
-    def live_count(self) -> int:
-        """Workflows cached in memory."""
-        return len(self._live)
 
     @property
     def lock_count(self) -> int:

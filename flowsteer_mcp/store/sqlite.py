@@ -24,6 +24,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from flowsteer_mcp.canvas.session import CanvasState, HistoryEntry
+from flowsteer_mcp.errors import FlowSteerError
 from flowsteer_mcp.store.base import StoredWorkflow
 
 log = structlog.get_logger(__name__)
@@ -50,7 +51,7 @@ _HISTORY = TypeAdapter(list[HistoryEntry])
 _Row = tuple[str, str, float, float]
 
 
-class StoreSchemaError(ValueError):
+class StoreSchemaError(FlowSteerError, ValueError):
     """The file is not a workflow database this version can read (the server refuses to start)."""
 
 

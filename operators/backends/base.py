@@ -6,6 +6,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from operators.errors import OperatorsError
+
 
 class ChatMessage(BaseModel):
     role: Literal["system", "user", "assistant"]
@@ -81,7 +83,7 @@ class ChatResponse(BaseModel):
     finish_reason: str | None = None
 
 
-class BackendError(Exception):
+class BackendError(OperatorsError):
     """A call failed after the backend's own retries; `retryable` says whether it was transient."""
 
     def __init__(self, message: str, *, retryable: bool = False) -> None:

@@ -18,6 +18,9 @@ A file names models and says which one the executor uses::
     temperature = 0.0
     max_tokens = 1024
 
+    [engine]                                 # optional: how the workflow engine runs operators
+    sandbox_timeout_s = 10                   # wall-clock limit of each sandbox run an operator makes
+
 Secrets never live in the file: a key-like entry (`api_key`, `token`, ...) is rejected with a pointer to
 `api_key_env`; the key is read from the environment only when a backend is built, held as a `SecretStr`,
 and never logged. Unknown keys are errors that name the offending key (a typo must not silently fall back
@@ -48,6 +51,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
 
 from operators.backends.base import SamplingParams
+from operators.base import DEFAULT_SANDBOX_TIMEOUT_S
+from operators.errors import OperatorsError
 
 __all__ = [
     "ENV_API_KEY_ENV",
@@ -57,6 +62,7 @@ __all__ = [
     "ENV_MODEL",
     "BackendsConfig",
     "ConfigError",
+    "EngineConfig",
     "ExecutorSelection",
     "LocalModelConfig",
     "ModelConfig",
@@ -86,7 +92,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MODEL_ID_FIELD: dict[str, str] = {"openai": "model", "local": "path", "scripted": "model"}
 
 
-class ConfigError(ValueError):
+class ConfigError(OperatorsError, ValueError):
     """The configuration is invalid; the message names the key or variable and says what to do."""
 
 
@@ -166,9 +172,18 @@ class ExecutorSelection(_Strict):
     model: str = Field(min_length=1)  # a key of `models`
 
 
+class EngineConfig(_Strict):
+    """The `[engine]` table: settings of the engine that runs workflows with the executor (all optional).
+
+    Why here: the timeout belongs to the deployment (a slow host needs more), not to a workflow or an operator."""
+
+    sandbox_timeout_s: float = Field(default=DEFAULT_SANDBOX_TIMEOUT_S, gt=0)
+
+
 class BackendsConfig(_Strict):
     executor: ExecutorSelection
     models: dict[str, ModelConfig]
+    engine: EngineConfig = Field(default_factory=EngineConfig)
 
     @model_validator(mode="after")
     def _executor_is_defined(self) -> BackendsConfig:

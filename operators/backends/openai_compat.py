@@ -36,6 +36,7 @@ from operators.backends.base import (
     split_usage,
 )
 from operators.backends.usage import UsageLog, UsageRecord
+from operators.errors import OperatorsError
 
 if TYPE_CHECKING:
     import httpx2
@@ -70,7 +71,7 @@ class RetryPolicy(BaseModel):
         return delay
 
 
-class _Failure(Exception):
+class _Failure(OperatorsError):
     """One failed attempt, classified."""
 
     def __init__(self, reason: str, *, retryable: bool, retry_after_s: float | None = None) -> None:

@@ -5,11 +5,16 @@ right on the second when told exactly what was wrong. Every operator therefore g
 sends the prompt, hands the reply to the operator's `accept` function, and on a `ReplyError` quotes that
 error back to the model, at most `runtime.max_reasks` times. Backend failures and exhausted re-asks come
 back as a `Failure` value, never as an exception or as an error string posing as an answer.
+
+Most operators make one such exchange the same way: compose the prompt from a job, context sections and the
+node's instruction, ask, and turn a `Failure` into the operator's error output. `ask_for_fields` (a structured
+reply) and `ask_for_program` (a program) do that once, so an operator's `run` states only what differs: its
+job, the context it shows, the reply it wants and how the reply becomes its output.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,13 +22,21 @@ import structlog
 
 from operators.backends.base import GREEDY, BackendError, ChatMessage, ChatRequest
 from operators.base import OperatorOutput, OperatorRuntime, OperatorSpec
-from operators.parsing import ReplyError, ReplySchema, parse_reply
-from operators.prompting import SYSTEM_PROMPT, describe_reply_format, reask_prompt, to_messages
+from operators.parsing import ReplyError, ReplySchema, extract_code, parse_reply
+from operators.prompting import (
+    SYSTEM_PROMPT,
+    Section,
+    compose_prompt,
+    describe_reply_format,
+    reask_prompt,
+    to_messages,
+)
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 OutputT = TypeVar("OutputT", bound=OperatorOutput)
+FieldCheck = Callable[[dict[str, Any]], None]  # operator-specific validation of parsed fields (raises ReplyError)
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,7 @@ async def ask_fields(
     prompt: str,
     schema: ReplySchema,
     *,
-    check: Callable[[dict[str, Any]], None] | None = None,
+    check: FieldCheck | None = None,
 ) -> dict[str, Any] | Failure:
     """`ask` for a structured reply; `check` may add operator-specific validation (raising ReplyError)."""
 
@@ -92,3 +105,86 @@ async def ask_fields(
         return fields
 
     return await ask(runtime, spec, prompt, accept, reply_format=describe_reply_format(schema))
+
+
+def code_reply_format(entry_point: str | None) -> str:
+    """Reply format for every operator whose answer is a program."""
+    target = f" defining `{entry_point}`" if entry_point else ""
+    return (
+        f"Give the complete Python program{target} in one ```python code block. Include every import it "
+        "needs; no tests, examples or input() calls."
+    )
+
+
+def program_field(name: str, entry_point: str | None) -> FieldCheck:
+    """A field check that replaces field `name` by the program it holds (which must define `entry_point`)."""
+
+    def check(fields: dict[str, Any]) -> None:
+        fields[name] = extract_code(str(fields[name]), entry_point=entry_point, require_entry_point=True)
+
+    return check
+
+
+async def ask_for_output(
+    runtime: OperatorRuntime,
+    spec: OperatorSpec,
+    output_cls: type[OutputT],
+    *,
+    job: str,
+    sections: Sequence[Section],
+    instruction: str | None,
+    reply_format: str,
+    accept: Callable[[str], Awaitable[OutputT]],
+) -> OutputT:
+    """Compose the prompt, `ask`, and return the accepted output or the failure as `output_cls`."""
+    prompt = compose_prompt(job=job, sections=sections, instruction=instruction, reply_format=reply_format)
+    result = await ask(runtime, spec, prompt, accept, reply_format=reply_format)
+    return result.as_output(output_cls) if isinstance(result, Failure) else result
+
+
+async def ask_for_fields(
+    runtime: OperatorRuntime,
+    spec: OperatorSpec,
+    output_cls: type[OutputT],
+    *,
+    job: str,
+    sections: Sequence[Section],
+    instruction: str | None,
+    schema: ReplySchema,
+    build: Callable[[dict[str, Any]], OutputT],
+    check: FieldCheck | None = None,
+) -> OutputT:
+    """The structured-reply exchange: `build` turns the parsed (and checked) fields into the output."""
+    prompt = compose_prompt(
+        job=job, sections=sections, instruction=instruction, reply_format=describe_reply_format(schema)
+    )
+    fields = await ask_fields(runtime, spec, prompt, schema, check=check)
+    return fields.as_output(output_cls) if isinstance(fields, Failure) else build(fields)
+
+
+async def ask_for_program(
+    runtime: OperatorRuntime,
+    spec: OperatorSpec,
+    output_cls: type[OutputT],
+    *,
+    job: str,
+    sections: Sequence[Section],
+    instruction: str | None,
+    entry_point: str | None,
+) -> OutputT:
+    """The program exchange: the reply must hold a program defining `entry_point`; it is `text` and `code`."""
+
+    async def accept(reply: str) -> OutputT:
+        code = extract_code(reply, entry_point=entry_point, require_entry_point=True)
+        return output_cls(text=code, code=code)
+
+    return await ask_for_output(
+        runtime,
+        spec,
+        output_cls,
+        job=job,
+        sections=sections,
+        instruction=instruction,
+        reply_format=code_reply_format(entry_point),
+        accept=accept,
+    )

@@ -10,7 +10,6 @@ usable inputs, or a sandbox that runs nothing here).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
@@ -20,7 +19,7 @@ from pydantic import Field
 from operators.answers.voting import answer_vote
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec
 from operators.library._answers import normalise_answer
-from operators.library._dialogue import Failure, ask, ask_fields
+from operators.library._dialogue import Failure, FieldCheck, ask, ask_fields, ask_for_fields, program_field
 from operators.library.code_selection import (
     PROPOSAL_FORMAT,
     CodeJudgement,
@@ -36,7 +35,7 @@ from operators.specs import BUILTIN_SPECS
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["Aggregate", "AggregateOutput", "EnsembleOutput", "ScEnsemble", "vote_by_answer"]
+__all__ = ["Aggregate", "AggregateOutput", "EnsembleOutput", "ScEnsemble", "ask_choice", "vote_by_answer"]
 
 
 class EnsembleOutput(OperatorOutput):
@@ -56,12 +55,27 @@ def _choice_schema(count: int) -> ReplySchema:
     )
 
 
-def _check_choice(count: int) -> Callable[[dict[str, Any]], None]:
+def _check_choice(count: int) -> FieldCheck:
     def check(fields: dict[str, Any]) -> None:
         if not 1 <= fields["choice"] <= count:
             raise ReplyParseError(f"<choice> must be a candidate number from 1 to {count}; got {fields['choice']}")
 
     return check
+
+
+async def ask_choice(
+    runtime: OperatorRuntime, spec: OperatorSpec, inputs: OperatorInput, job: str, shown: list[str]
+) -> int | Failure:
+    """Ask the executor to choose among `shown` (numbered from 1 in the prompt); the 0-based position chosen."""
+    schema = _choice_schema(len(shown))
+    prompt = compose_prompt(
+        job=job,
+        sections=[*context_sections(inputs, guidance=True), Section("Candidates", numbered(shown, "Candidate"))],
+        instruction=inputs.instruction,
+        reply_format=describe_reply_format(schema),
+    )
+    reply = await ask_fields(runtime, spec, prompt, schema, check=_check_choice(len(shown)))
+    return reply if isinstance(reply, Failure) else int(reply["choice"]) - 1
 
 
 async def vote_by_answer(candidates: list[str], task_type: str) -> tuple[int | None, list[int], list[int]]:
@@ -112,21 +126,11 @@ class ScEnsemble(Operator):
             return EnsembleOutput(
                 text=candidates[winner], index=winner, votes=votes, decided_by="vote", note=fallback_note
             )
-        schema = _choice_schema(len(tied))
-        prompt = compose_prompt(
-            job=_CHOOSE_JOB,
-            sections=[
-                *context_sections(inputs, guidance=True),
-                Section("Candidates", numbered([candidates[i] for i in tied], "Candidate")),
-            ],
-            instruction=inputs.instruction,
-            reply_format=describe_reply_format(schema),
-        )
-        reply = await ask_fields(runtime, self.spec, prompt, schema, check=_check_choice(len(tied)))
-        if isinstance(reply, Failure):
-            return reply.as_output(EnsembleOutput)
-        chosen = tied[reply["choice"] - 1]
-        return EnsembleOutput(text=candidates[chosen], index=chosen, votes=votes, decided_by="llm", note=fallback_note)
+        choice = await ask_choice(runtime, self.spec, inputs, _CHOOSE_JOB, [candidates[i] for i in tied])
+        if isinstance(choice, Failure):
+            return choice.as_output(EnsembleOutput)
+        index = tied[choice]
+        return EnsembleOutput(text=candidates[index], index=index, votes=votes, decided_by="llm", note=fallback_note)
 
 
 def _program(candidate: str, entry_point: str | None) -> str | None:
@@ -231,22 +235,21 @@ class Aggregate(Operator):
                 reason="all candidates agree",
                 decided_by="unanimous",
             )
-        schema = _AGGREGATE_CODE_SCHEMA if is_code else _AGGREGATE_SCHEMA
 
-        def check(fields: dict[str, Any]) -> None:
-            if is_code:
-                fields["answer"] = extract_code(
-                    str(fields["answer"]), entry_point=inputs.entry_point, require_entry_point=True
-                )
+        def build(reply: dict[str, Any]) -> AggregateOutput:
+            answer: str = reply["answer"]
+            return AggregateOutput(
+                text=answer, code=answer if is_code else None, reason=reply["reason"], decided_by="llm"
+            )
 
-        prompt = compose_prompt(
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            AggregateOutput,
             job=_AGGREGATE_JOB,
             sections=context_sections(inputs, guidance=True, candidates=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(schema),
+            schema=_AGGREGATE_CODE_SCHEMA if is_code else _AGGREGATE_SCHEMA,
+            build=build,
+            check=program_field("answer", inputs.entry_point) if is_code else None,
         )
-        reply = await ask_fields(runtime, self.spec, prompt, schema, check=check)
-        if isinstance(reply, Failure):
-            return reply.as_output(AggregateOutput)
-        answer: str = reply["answer"]
-        return AggregateOutput(text=answer, code=answer if is_code else None, reason=reply["reason"], decided_by="llm")

@@ -13,16 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
-from operators.library._dialogue import Failure, ask, ask_fields
-from operators.library.solving import code_reply_format
+from operators.library._dialogue import ask_for_fields, ask_for_program
 from operators.parsing import ReplyError, ReplyField, ReplyParseError, ReplySchema, extract_code
-from operators.prompting import (
-    compose_prompt,
-    context_sections,
-    current_solution,
-    describe_reply_format,
-    missing_solution_error,
-)
+from operators.prompting import context_sections, current_solution, missing_solution_error
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["Format", "FormatOutput"]
@@ -85,25 +78,22 @@ class Format(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> FormatOutput:
         solution = current_solution(inputs)
         if not solution:
-            return FormatOutput(
-                ok=False,
-                error=missing_solution_error("Format", "format"),
-            )
+            return FormatOutput(ok=False, error=missing_solution_error("Format", "format"))
         if inputs.task_type == "code":
             return await self._format_code(inputs, runtime, solution)
         if _is_bare_answer(solution):
             return FormatOutput(text=solution.strip())
-        prompt = compose_prompt(
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            FormatOutput,
             job=_FORMAT_JOB,
             sections=context_sections(inputs, solution=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(_FORMAT_SCHEMA),
+            schema=_FORMAT_SCHEMA,
+            build=lambda reply: FormatOutput(text=reply["answer"]),
+            check=_grounded_in(solution) if inputs.task_type == "math" else None,
         )
-        check = _grounded_in(solution) if inputs.task_type == "math" else None
-        reply = await ask_fields(runtime, self.spec, prompt, _FORMAT_SCHEMA, check=check)
-        if isinstance(reply, Failure):
-            return reply.as_output(FormatOutput)
-        return FormatOutput(text=reply["answer"])
 
     async def _format_code(self, inputs: OperatorInput, runtime: OperatorRuntime, solution: str) -> FormatOutput:
         """Without an instruction the program is extracted locally; with one, the executor applies it."""
@@ -113,17 +103,12 @@ class Format(Operator):
             except ReplyParseError as exc:
                 return FormatOutput(ok=False, error=f"Format: the solution holds no usable program: {exc}")
             return FormatOutput(text=code, code=code)
-        reply_format = code_reply_format(inputs.entry_point)
-        prompt = compose_prompt(
+        return await ask_for_program(
+            runtime,
+            self.spec,
+            FormatOutput,
             job=_FORMAT_CODE_JOB,
             sections=context_sections(inputs, solution=True),
             instruction=inputs.instruction,
-            reply_format=reply_format,
+            entry_point=inputs.entry_point,
         )
-
-        async def accept(reply: str) -> FormatOutput:
-            code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
-            return FormatOutput(text=code, code=code)
-
-        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
-        return result.as_output(FormatOutput) if isinstance(result, Failure) else result

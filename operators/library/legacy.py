@@ -8,12 +8,10 @@ from collections import Counter
 import anyio
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
-from operators.library._dialogue import Failure, ask, ask_fields
+from operators.library._dialogue import Failure, ask_for_program
 from operators.library._options import int_option
-from operators.library.ensemble import EnsembleOutput, _check_choice, _choice_schema
-from operators.library.solving import code_reply_format
-from operators.parsing import extract_code
-from operators.prompting import Section, compose_prompt, context_sections, describe_reply_format, numbered
+from operators.library.ensemble import EnsembleOutput, ask_choice
+from operators.prompting import context_sections
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["CodeOutput", "CustomCodeGenerate", "MdEnsemble"]
@@ -36,20 +34,15 @@ class CustomCodeGenerate(Operator):
     output_model = CodeOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CodeOutput:
-        reply_format = code_reply_format(inputs.entry_point)
-        prompt = compose_prompt(
+        return await ask_for_program(
+            runtime,
+            self.spec,
+            CodeOutput,
             job=_CODE_JOB,
             sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
             instruction=inputs.instruction,
-            reply_format=reply_format,
+            entry_point=inputs.entry_point,
         )
-
-        async def accept(reply: str) -> CodeOutput:
-            code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
-            return CodeOutput(text=code, code=code)
-
-        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
-        return result.as_output(CodeOutput) if isinstance(result, Failure) else result
 
 
 _JUDGE_JOB = (
@@ -83,7 +76,8 @@ class MdEnsemble(Operator):
         async def judge(round_no: int) -> None:
             order = list(present)
             random.Random(round_no).shuffle(order)
-            picks[round_no] = await self._judge_once(inputs, runtime, [candidates[i] for i in order], order)
+            pick = await ask_choice(runtime, self.spec, inputs, _JUDGE_JOB, [candidates[i] for i in order])
+            picks[round_no] = pick if isinstance(pick, Failure) else order[pick]
 
         async with anyio.create_task_group() as group:
             for round_no in range(rounds):
@@ -100,18 +94,3 @@ class MdEnsemble(Operator):
         chosen = next(i for i in valid if tally[i] == best)  # ties: the earliest round's pick
         votes = [tally.get(i, 0) for i in range(len(candidates))]
         return EnsembleOutput(text=candidates[chosen], index=chosen, votes=votes, decided_by="llm")
-
-    async def _judge_once(
-        self, inputs: OperatorInput, runtime: OperatorRuntime, shown: list[str], order: list[int]
-    ) -> int | Failure:
-        schema = _choice_schema(len(shown))
-        prompt = compose_prompt(
-            job=_JUDGE_JOB,
-            sections=[*context_sections(inputs, guidance=True), Section("Candidates", numbered(shown, "Candidate"))],
-            instruction=inputs.instruction,
-            reply_format=describe_reply_format(schema),
-        )
-        reply = await ask_fields(runtime, self.spec, prompt, schema, check=_check_choice(len(shown)))
-        if isinstance(reply, Failure):
-            return reply
-        return order[reply["choice"] - 1]

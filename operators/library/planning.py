@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
-from operators.library._dialogue import Failure, ask_fields
+from operators.library._dialogue import ask_for_fields
 from operators.parsing import ReplyField, ReplySchema
-from operators.prompting import compose_prompt, context_sections, describe_reply_format
+from operators.prompting import context_sections
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["Decompose", "DecomposeOutput", "Plan", "PlanOutput"]
@@ -42,20 +44,24 @@ class Plan(Operator):
     output_model = PlanOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> PlanOutput:
-        prompt = compose_prompt(
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            PlanOutput,
             job=_PLAN_JOB,
             sections=context_sections(inputs, guidance=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(_PLAN_SCHEMA),
+            schema=_PLAN_SCHEMA,
+            build=_plan_output,
         )
-        reply = await ask_fields(runtime, self.spec, prompt, _PLAN_SCHEMA)
-        if isinstance(reply, Failure):
-            return reply.as_output(PlanOutput)
-        steps: list[str] = reply["steps"]
-        approach: str | None = reply["approach"]
-        body = f"Plan:\n{_numbered_lines(steps)}"
-        text = f"Approach: {approach}\n{body}" if approach else body
-        return PlanOutput(text=text, steps=steps, approach=approach)
+
+
+def _plan_output(reply: dict[str, Any]) -> PlanOutput:
+    steps: list[str] = reply["steps"]
+    approach: str | None = reply["approach"]
+    body = f"Plan:\n{_numbered_lines(steps)}"
+    text = f"Approach: {approach}\n{body}" if approach else body
+    return PlanOutput(text=text, steps=steps, approach=approach)
 
 
 class DecomposeOutput(OperatorOutput):
@@ -84,15 +90,19 @@ class Decompose(Operator):
     output_model = DecomposeOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> DecomposeOutput:
-        prompt = compose_prompt(
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            DecomposeOutput,
             job=_DECOMPOSE_JOB,
             sections=context_sections(inputs, guidance=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(_DECOMPOSE_SCHEMA),
+            schema=_DECOMPOSE_SCHEMA,
+            build=_decompose_output,
         )
-        reply = await ask_fields(runtime, self.spec, prompt, _DECOMPOSE_SCHEMA)
-        if isinstance(reply, Failure):
-            return reply.as_output(DecomposeOutput)
-        subproblems: list[str] = reply["subproblems"]
-        text = f"Sub-problems:\n{_numbered_lines(subproblems)}"
-        return DecomposeOutput(text=text, subproblems=subproblems, rationale=reply["rationale"])
+
+
+def _decompose_output(reply: dict[str, Any]) -> DecomposeOutput:
+    subproblems: list[str] = reply["subproblems"]
+    text = f"Sub-problems:\n{_numbered_lines(subproblems)}"
+    return DecomposeOutput(text=text, subproblems=subproblems, rationale=reply["rationale"])

@@ -16,17 +16,10 @@ cannot turn a right answer wrong by "fixing" it. The rule, by the evidence avail
 from __future__ import annotations
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
-from operators.library._dialogue import Failure, ask, ask_fields
+from operators.library._dialogue import ask_for_fields, ask_for_program
 from operators.library._execution import TestTally, count_passing
-from operators.library.solving import code_reply_format
-from operators.parsing import ReplyField, ReplySchema, extract_code
-from operators.prompting import (
-    compose_prompt,
-    context_sections,
-    current_solution,
-    describe_reply_format,
-    missing_solution_error,
-)
+from operators.parsing import ReplyField, ReplySchema
+from operators.prompting import context_sections, current_solution, missing_solution_error
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["Revise", "ReviseOutput"]
@@ -67,10 +60,7 @@ class Revise(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> ReviseOutput:
         solution = current_solution(inputs)
         if not solution:
-            return ReviseOutput(
-                ok=False,
-                error=missing_solution_error("Revise", "revise"),
-            )
+            return ReviseOutput(ok=False, error=missing_solution_error("Revise", "revise"))
         tests = inputs.public_tests if inputs.public_tests and inputs.public_tests.strip() else None
         if inputs.task_type == "code" and tests is not None:
             return await self._revise_code_by_tests(inputs, runtime, solution, tests)
@@ -109,29 +99,27 @@ class Revise(Operator):
         return _kept(inputs, f"revision rejected: {_comparison(after, before)}; input kept")
 
     async def _ask_code(self, inputs: OperatorInput, runtime: OperatorRuntime) -> ReviseOutput:
-        job = _JOB_WITH_FEEDBACK if inputs.feedback else _JOB_WITHOUT_FEEDBACK
-        sections = context_sections(inputs, solution=True, feedback=True, guidance=True)
-        reply_format = code_reply_format(inputs.entry_point)
-        prompt = compose_prompt(job=job, sections=sections, instruction=inputs.instruction, reply_format=reply_format)
-
-        async def accept(reply: str) -> ReviseOutput:
-            code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
-            return ReviseOutput(text=code, code=code)
-
-        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
-        return result.as_output(ReviseOutput) if isinstance(result, Failure) else result
+        return await ask_for_program(
+            runtime,
+            self.spec,
+            ReviseOutput,
+            job=_JOB_WITH_FEEDBACK if inputs.feedback else _JOB_WITHOUT_FEEDBACK,
+            sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
+            instruction=inputs.instruction,
+            entry_point=inputs.entry_point,
+        )
 
     async def _ask_text(self, inputs: OperatorInput, runtime: OperatorRuntime, note: str) -> ReviseOutput:
-        prompt = compose_prompt(
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            ReviseOutput,
             job=_JOB_WITH_FEEDBACK,
             sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(_REVISE_SCHEMA),
+            schema=_REVISE_SCHEMA,
+            build=lambda reply: ReviseOutput(text=reply["solution"], changes=reply["changes"], note=note),
         )
-        reply = await ask_fields(runtime, self.spec, prompt, _REVISE_SCHEMA)
-        if isinstance(reply, Failure):
-            return reply.as_output(ReviseOutput)
-        return ReviseOutput(text=reply["solution"], changes=reply["changes"], note=note)
 
 
 def _comparison(revision: TestTally, original: TestTally) -> str:

@@ -10,19 +10,21 @@ the equivalence votes (`operators.answers`) read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
-from operators.library._dialogue import Failure, ask, ask_fields
-from operators.library._execution import ExecSummary, execute
-from operators.parsing import (
-    ReplyError,
-    ReplyField,
-    ReplyParseError,
-    ReplySchema,
-    extract_code,
-    strip_think,
+from operators.library._dialogue import (
+    Failure,
+    ask,
+    ask_for_fields,
+    ask_for_output,
+    ask_for_program,
+    code_reply_format,
+    program_field,
 )
-from operators.prompting import compose_prompt, context_sections, describe_reply_format
+from operators.library._execution import ExecSummary, execute
+from operators.parsing import ReplyError, ReplyField, ReplyParseError, ReplySchema, extract_code, strip_think
+from operators.prompting import compose_prompt, context_sections
 from operators.specs import BUILTIN_SPECS
 
 __all__ = [
@@ -34,15 +36,6 @@ __all__ = [
     "ProgrammerOutput",
     "code_reply_format",
 ]
-
-
-def code_reply_format(entry_point: str | None) -> str:
-    """Reply format for every operator whose answer is a program."""
-    target = f" defining `{entry_point}`" if entry_point else ""
-    return (
-        f"Give the complete Python program{target} in one ```python code block. Include every import it "
-        "needs; no tests, examples or input() calls."
-    )
 
 
 class CustomOutput(OperatorOutput):
@@ -60,31 +53,40 @@ class Custom(Operator):
     output_model = CustomOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CustomOutput:
-        is_code = inputs.task_type == "code"
         instruction = (inputs.instruction or "").strip()
         job = (
             f"Carry out the following instruction for the problem below.\n{instruction}"
             if instruction
             else _CUSTOM_DEFAULT_JOB
         )
-        reply_format = code_reply_format(inputs.entry_point) if is_code else _TEXT_REPLY_FORMAT
-        prompt = compose_prompt(
+        sections = context_sections(inputs, solution=True, feedback=True, guidance=True, candidates=True)
+        if inputs.task_type == "code":
+            return await ask_for_program(
+                runtime,
+                self.spec,
+                CustomOutput,
+                job=job,
+                sections=sections,
+                instruction=None,
+                entry_point=inputs.entry_point,
+            )
+        return await ask_for_output(
+            runtime,
+            self.spec,
+            CustomOutput,
             job=job,
-            sections=context_sections(inputs, solution=True, feedback=True, guidance=True, candidates=True),
-            reply_format=reply_format,
+            sections=sections,
+            instruction=None,  # the instruction is the job
+            reply_format=_TEXT_REPLY_FORMAT,
+            accept=_accept_text,
         )
 
-        async def accept(reply: str) -> CustomOutput:
-            if is_code:
-                code = extract_code(reply, entry_point=inputs.entry_point, require_entry_point=True)
-                return CustomOutput(text=code, code=code)
-            text = strip_think(reply)
-            if not text:
-                raise ReplyParseError("the reply was empty")
-            return CustomOutput(text=text)
 
-        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
-        return result.as_output(CustomOutput) if isinstance(result, Failure) else result
+async def _accept_text(reply: str) -> CustomOutput:
+    text = strip_think(reply)
+    if not text:
+        raise ReplyParseError("the reply was empty")
+    return CustomOutput(text=text)
 
 
 class AnswerOutput(OperatorOutput):
@@ -118,25 +120,22 @@ class AnswerGenerate(Operator):
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> AnswerOutput:
         is_code = inputs.task_type == "code"
-        schema = _ANSWER_CODE_SCHEMA if is_code else _ANSWER_SCHEMA
-        prompt = compose_prompt(
+
+        def build(reply: dict[str, Any]) -> AnswerOutput:
+            answer: str = reply["answer"]
+            return AnswerOutput(text=answer, code=answer if is_code else None, thought=reply["thought"])
+
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            AnswerOutput,
             job=_ANSWER_JOB,
             sections=context_sections(inputs, guidance=True, feedback=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(schema),
+            schema=_ANSWER_CODE_SCHEMA if is_code else _ANSWER_SCHEMA,
+            build=build,
+            check=program_field("answer", inputs.entry_point) if is_code else None,
         )
-
-        def check(fields: dict[str, object]) -> None:
-            if is_code:
-                fields["answer"] = extract_code(
-                    str(fields["answer"]), entry_point=inputs.entry_point, require_entry_point=True
-                )
-
-        reply = await ask_fields(runtime, self.spec, prompt, schema, check=check)
-        if isinstance(reply, Failure):
-            return reply.as_output(AnswerOutput)
-        answer: str = reply["answer"]
-        return AnswerOutput(text=answer, code=answer if is_code else None, thought=reply["thought"])
 
 
 class ProgrammerOutput(OperatorOutput):

@@ -11,19 +11,11 @@ from typing import Any, ClassVar, Literal
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
 from operators.library._answers import answers_agree
-from operators.library._dialogue import Failure, ask, ask_fields
+from operators.library._dialogue import Failure, ask, ask_for_fields, code_reply_format
 from operators.library._execution import ExecSummary, execute
 from operators.library._options import choice_option, float_option, int_option
-from operators.library.solving import code_reply_format
 from operators.parsing import ReplyError, ReplyField, ReplySchema, extract_code
-from operators.prompting import (
-    Section,
-    compose_prompt,
-    context_sections,
-    current_solution,
-    describe_reply_format,
-    missing_solution_error,
-)
+from operators.prompting import Section, compose_prompt, context_sections, current_solution, missing_solution_error
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["Review", "ReviewOutput", "Test", "TestOutput", "Verify", "VerifyOutput"]
@@ -164,21 +156,20 @@ class Review(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> ReviewOutput:
         solution = current_solution(inputs)
         if not solution:
-            return ReviewOutput(
-                ok=False,
-                error=missing_solution_error("Review", "review"),
-            )
-        prompt = compose_prompt(
+            return ReviewOutput(ok=False, error=missing_solution_error("Review", "review"))
+        carried = inputs.solution if inputs.solution is not None else solution
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            ReviewOutput,
             job=_REVIEW_JOB,
             sections=context_sections(inputs, solution=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(_REVIEW_SCHEMA),
+            schema=_REVIEW_SCHEMA,
+            build=lambda reply: ReviewOutput(
+                text=carried, code=inputs.code, verdict=reply["verdict"], feedback=reply["feedback"]
+            ),
         )
-        reply = await ask_fields(runtime, self.spec, prompt, _REVIEW_SCHEMA)
-        if isinstance(reply, Failure):
-            return reply.as_output(ReviewOutput)
-        carried = inputs.solution if inputs.solution is not None else solution
-        return ReviewOutput(text=carried, code=inputs.code, verdict=reply["verdict"], feedback=reply["feedback"])
 
 
 AdoptPolicy = Literal["never", "high_confidence", "always"]
@@ -217,26 +208,23 @@ class Verify(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> VerifyOutput:
         answer = current_solution(inputs)
         if not answer:
-            return VerifyOutput(
-                ok=False,
-                error=missing_solution_error("Verify", "verify", thing="answer"),
-            )
+            return VerifyOutput(ok=False, error=missing_solution_error("Verify", "verify", thing="answer"))
         policy = choice_option(runtime, "verify_adopt", "never", _ADOPT_POLICIES)
         threshold = float_option(runtime, "verify_adopt_threshold", 0.8, low=0.0, high=1.0)
         if isinstance(policy, Failure):
             return policy.as_output(VerifyOutput)
         if isinstance(threshold, Failure):
             return threshold.as_output(VerifyOutput)
-        prompt = compose_prompt(
+        return await ask_for_fields(
+            runtime,
+            self.spec,
+            VerifyOutput,
             job=_VERIFY_JOB,
             sections=context_sections(inputs, solution=True),
             instruction=inputs.instruction,
-            reply_format=describe_reply_format(_VERIFY_SCHEMA),
+            schema=_VERIFY_SCHEMA,
+            build=lambda reply: _verify_result(inputs, answer, reply, policy, threshold),
         )
-        reply = await ask_fields(runtime, self.spec, prompt, _VERIFY_SCHEMA)
-        if isinstance(reply, Failure):
-            return reply.as_output(VerifyOutput)
-        return _verify_result(inputs, answer, reply, policy, threshold)
 
 
 def _verify_result(

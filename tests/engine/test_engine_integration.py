@@ -16,10 +16,7 @@ from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.engine import WorkflowEngine
 from operators.backends.base import ChatRequest
 from operators.backends.scripted import ScriptedBackend
-from operators.library import BUILTIN_OPERATORS
 from operators.registry import default_registry
-
-pytestmark = pytest.mark.skipif(not BUILTIN_OPERATORS, reason="the built-in operators are not available yet")
 
 DSL = "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
 TASK = TaskSpec(

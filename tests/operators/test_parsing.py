@@ -10,6 +10,7 @@ from operators.parsing import (
     ReplyField,
     ReplyParseError,
     ReplySchema,
+    UnclosedThinkError,
     coerce_bool,
     coerce_confidence,
     coerce_index,
@@ -58,6 +59,43 @@ def test_think_blocks_are_ignored() -> None:
     reply = "<think><verdict>pass</verdict></think><feedback>no</feedback><verdict>fail</verdict>"
     assert parse_reply(reply, VERDICT_SCHEMA)["verdict"] is False
     assert strip_think("reasoning without opening tag</think>answer") == "answer"
+
+
+@pytest.mark.parametrize(
+    ("text", "visible"),
+    [
+        ("<think>plan it</think> <action>finish</action> ", "<action>finish</action>"),
+        ("<THINK>a</Think>one <think>b</think>two", "one two"),
+        ("<think>a <think>nested</think>after</think>end", "afterend"),
+        (
+            "reasoning begun in the prompt <action>add</action></think><action>finish</action>",
+            "<action>finish</action>",
+        ),
+        ("no reasoning at all", "no reasoning at all"),
+    ],
+    ids=["closed", "several", "stray-close-after-a-block", "dangling-close", "none"],
+)
+def test_strip_think_removes_closed_blocks_and_reasoning_begun_in_the_prompt(text: str, visible: str) -> None:
+    assert strip_think(text) == visible
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<think>still thinking <action>finish</action>",
+        "<action>finish</action><think>and one more thing",
+        "<think>done</think><think>not done",
+        "earlier reasoning</think><think>again",
+    ],
+)
+def test_an_unclosed_think_makes_the_text_invalid_not_partly_read(text: str) -> None:
+    with pytest.raises(UnclosedThinkError, match=r"unclosed <think>"):
+        strip_think(text)
+
+
+def test_an_unclosed_think_in_a_reply_is_a_parse_error_quoted_in_the_re_ask() -> None:
+    with pytest.raises(ReplyParseError, match=r"close it with </think>"):
+        parse_reply("<think>the verdict is <verdict>pass</verdict>", VERDICT_SCHEMA)
 
 
 def test_missing_required_field_names_it() -> None:

@@ -43,9 +43,15 @@ def not_an_operator():
 """
 
 
-def _install_plugin(root: Path, module: str, entry_points: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def _install_plugin(
+    root: Path,
+    module: str,
+    entry_points: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    source: str = PLUGIN_MODULE,
+) -> None:
     root.mkdir()
-    (root / f"{module}.py").write_text(PLUGIN_MODULE)
+    (root / f"{module}.py").write_text(source)
     dist_info = root / f"{module}-0.1.dist-info"
     dist_info.mkdir()
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")

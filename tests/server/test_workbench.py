@@ -107,7 +107,7 @@ async def test_a_refused_create_leaves_no_workflow_behind(registry: OperatorRegi
     bench = bench_on(store, registry)
     with pytest.raises(WorkflowNotSaved):
         await bench.create(new_state())
-    assert await bench.list() == [] and bench.live_count == 0
+    assert await bench.list() == [] and len(bench._live) == 0
 
 
 async def test_a_state_sqlite_cannot_store_leaves_memory_and_database_as_before(
@@ -304,7 +304,7 @@ async def test_used_deleted_and_expired_workflows_leave_no_lock_behind(
             await bench.sweep()
             with pytest.raises(WorkflowNotFound):
                 await read(bench, used)
-            assert len(bench._locks) == 0 and bench.live_count == 0
+            assert len(bench._locks) == 0 and len(bench._live) == 0
     finally:
         await sqlite_store.close()
 

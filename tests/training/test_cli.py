@@ -293,3 +293,27 @@ def test_journal_misuse_is_refused_without_touching_it(workspace: Path, capsys: 
     (out / "items.jsonl").write_text(f"{header}\n{{broken\n{item}\n", encoding="utf-8")
     assert main(base_args(workspace, "--director", "direct", "--out", str(out), "--resume")) == 2
     assert "items.jsonl:2: not an item record" in capsys.readouterr().err
+
+
+def test_policy_reask_tokens_set_the_re_ask_budget(workspace: Path) -> None:
+    from flowsteer_mcp.director.policy import REASK
+
+    def no_action_first(body: dict[str, Any]) -> StubReply:
+        messages = body["messages"]
+        if REASK in messages[-1]["content"]:
+            return StubReply(content="<action>finish</action>")
+        if messages[0]["role"] != "system":
+            return StubReply(content="Answer with the final number only.")
+        return StubReply(content="Let me think about it.")
+
+    args = ["--director", "policy", "--sources", "gsm8k", "--limit", "1", "--policy-reask-tokens", "41"]
+    with OpenAIStub(responder=no_action_first) as stub:
+        policy = ["--policy-url", stub.base_url, "--policy-model", "stub-policy", "--out", str(workspace / "r")]
+        assert main(base_args(workspace, *args, *policy)) == 0
+        bodies = [r.body for r in stub.chat_requests]
+    assert {b["max_tokens"] for b in bodies if REASK in b["messages"][-1]["content"]} == {41}
+
+
+def test_policy_reask_tokens_need_the_policy_director(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(base_args(workspace, "--director", "direct", "--policy-reask-tokens", "41")) == 2
+    assert "only used with --director policy" in capsys.readouterr().err

@@ -81,6 +81,24 @@ def test_tail_logprobs_of_left_padded_rows_equal_unpadded_full_sequence_logprobs
             torch.testing.assert_close(tail[row, batch.tail - n :], full[-n:], rtol=0, atol=2e-5)
 
 
+def test_learner_logprobs_are_dropout_free_in_training_mode_with_lora_dropout(model_dir: Path) -> None:
+    """The ratio's log-probs come from the gradient's forward: with lora dropout 0.5 it must still be repeatable."""
+    torch.manual_seed(0)
+    policy = PolicyModel.load(model_dir, LoraSettings(r=4, alpha=8, dropout=0.5), chunk_size=7)
+    with torch.no_grad():  # a fresh adapter has B = 0, which would hide any dropout on the LoRA path
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)) * 0.5)
+    batch = collate(batch_of_uneven_sequences(), policy.pad_id)
+    policy.train()
+    first, _ = policy.logprobs(batch, with_entropy=False)
+    second, _ = policy.logprobs(batch, with_entropy=False)
+    policy.eval()
+    evaluated, _ = policy.logprobs(batch, with_entropy=False)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    torch.testing.assert_close(first, evaluated, rtol=0, atol=0)
+
+
 def test_mask_selects_exactly_the_policy_sampled_tokens(model_dir: Path) -> None:
     sequences = batch_of_uneven_sequences()
     batch = collate(sequences, pad_id=0)

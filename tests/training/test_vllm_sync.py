@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -311,6 +312,18 @@ def test_start_fails_fast_with_log_tail_when_process_exits(tmp_path: Path) -> No
     assert time.monotonic() - started < 30  # failed on the exit, not on the deadline
 
 
+def test_start_failure_quotes_the_log_tail_from_a_named_log_file(tmp_path: Path) -> None:
+    """With `log_path` the file must be readable back: a write-only log turned every start error into
+    `io.UnsupportedOperation` and hid vLLM's own words."""
+    fake_python = tmp_path / "fake-python"
+    fake_python.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named vllm' >&2\nexit 3\n")
+    fake_python.chmod(0o755)
+    with pytest.raises(VLLMServerError, match=r"(?s)exited with code 3.*No module named vllm"):
+        VLLMServer.start(
+            tmp_path, served_name="m", python=str(fake_python), ready_timeout_s=60, log_path=tmp_path / "vllm.log"
+        )
+
+
 STAND_IN_SERVER = """
 import json, subprocess, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -362,6 +375,51 @@ def test_start_waits_for_models_and_stop_ends_the_whole_process_group(tmp_path: 
         time.sleep(0.05)
     assert not pid_alive(server_pid)
     assert not pid_alive(helper_pid)
+
+
+def stand_in_python(tmp_path: Path, script_text: str) -> Path:
+    """An interpreter path that drops `-m vllm.entrypoints.openai.api_server` and runs `script_text` instead."""
+    script = tmp_path / "stand_in.py"
+    script.write_text(script_text)
+    fake_python = tmp_path / "fake-python"
+    fake_python.write_text(f'#!/bin/sh\nshift 2\nexec "{sys.executable}" "{script}" "$@"\n')
+    fake_python.chmod(0o755)
+    return fake_python
+
+
+async def test_async_wait_for_readiness_leaves_the_event_loop_running(tmp_path: Path) -> None:
+    """The stand-in serves only after a task on the waiting event loop opens its gate: a wait that blocked
+    the loop would never see it ready (it would run into its time limit instead)."""
+    gate = tmp_path / "stand_in.py.go"
+    gated = STAND_IN_SERVER.replace(
+        "time.sleep(0.5)  # not ready at once: start() must poll",
+        "while not __import__('os').path.exists(sys.argv[0] + '.go'): time.sleep(0.05)",
+    )
+    assert gated != STAND_IN_SERVER
+    fake_python = stand_in_python(tmp_path, gated)
+    server = VLLMServer.start(tmp_path, served_name="policy", python=str(fake_python), ready_timeout_s=60, wait=False)
+    assert server.start_seconds is None  # launched, not waited for
+
+    async def open_gate() -> None:
+        gate.touch()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(open_gate)
+            assert await server.wait_ready_async() is server
+        assert server.models() == ["policy"] and server.start_seconds is not None
+    finally:
+        server.stop()
+
+
+async def test_async_wait_stops_a_server_that_dies_and_says_why(tmp_path: Path) -> None:
+    fake_python = tmp_path / "fake-python"
+    fake_python.write_text("#!/bin/sh\necho 'no vllm here' >&2\nexit 3\n")
+    fake_python.chmod(0o755)
+    server = VLLMServer.start(tmp_path, served_name="m", python=str(fake_python), ready_timeout_s=60, wait=False)
+    with pytest.raises(VLLMServerError, match=r"(?s)exited with code 3.*no vllm here"):
+        await server.wait_ready_async()
+    assert server.process is None  # stopped and reaped
 
 
 def test_attach_to_nothing_raises() -> None:

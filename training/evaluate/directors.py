@@ -33,13 +33,14 @@ class PolicyEndpoint(BaseModel):
     seed: int | None = None
     record: Path | None = None
     replay: Path | None = None
+    reask_max_tokens: int | None = Field(default=None, ge=1)  # None: the policy director's default
 
 
 def _policy_director(endpoint: PolicyEndpoint) -> Director:
     from openai import AsyncOpenAI
 
     from flowsteer_mcp.director.generation import PolicySampling
-    from flowsteer_mcp.director.policy import PolicyDirector
+    from flowsteer_mcp.director.policy import REASK_MAX_TOKENS, PolicyDirector
     from training.evaluate.policy_recording import RecordingPolicyTransport, ReplayPolicyTransport
     from training.evaluate.recording import replay_backend
 
@@ -64,7 +65,12 @@ def _policy_director(endpoint: PolicyEndpoint) -> Director:
         max_retries=2,
         http_client=httpx2.AsyncClient(transport=transport) if transport is not None else None,
     )
-    return PolicyDirector(client, model, sampling=PolicySampling(seed=endpoint.seed))
+    return PolicyDirector(
+        client,
+        model,
+        sampling=PolicySampling(seed=endpoint.seed),
+        reask_max_tokens=endpoint.reask_max_tokens or REASK_MAX_TOKENS,
+    )
 
 
 def build_director(

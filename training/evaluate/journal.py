@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from training.errors import TrainingError
 from training.evaluate.results import EvalConfig, ItemResult
 
 JOURNAL_NAME = "items.jsonl"
@@ -28,7 +29,7 @@ _IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}}
 ItemKey = tuple[str, str, str]  # (director, source, problem_id)
 
 
-class JournalError(ValueError):
+class JournalError(TrainingError, ValueError):
     """A journal that cannot be created or resumed; the message says which file and what to do."""
 
 

@@ -3,7 +3,8 @@
 Each (director, problem) pair is one episode with its own MCP client context; a shared in-process server is
 fine because workflows are isolated by workflow_id. A bounded number of episodes run at once (grading
 included, since code grading occupies the sandbox). An episode that raises, or overruns its time limit, is
-recorded as a failed item with score 0 and never stops the run.
+recorded as a failed item with score 0 and never stops the run. How one episode is run, cleaned up and graded
+is `training.episodes`, shared with the rollout worker.
 """
 
 from __future__ import annotations
@@ -11,37 +12,23 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import anyio
 import structlog
-from mcp import Client
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
-from operators.sandbox import SandboxRefusedError
 from training.data import Problem
+from training.episodes import MakeClient, ScoreFn, describe_error, grade, run_director
 from training.evaluate.journal import item_key
 from training.evaluate.results import EvalConfig, EvalReport, ItemResult
 from training.evaluate.tasks import task_for
-from training.scoring import ScoreResult, score
+from training.scoring import score
+
+__all__ = ["MakeClient", "ScoreFn", "describe_error", "evaluate", "run_episode"]  # the first three: older imports
 
 log = structlog.get_logger(__name__)
-
-MakeClient = Callable[[], AbstractAsyncContextManager[Client]]
-ScoreFn = Callable[[Problem, str | None], Awaitable[ScoreResult]]
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
-
-
-def describe_error(error: BaseException) -> str:
-    """`Type: message` of the underlying errors (the MCP client wraps them in nested exception groups)."""
-    return "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(error))
 
 
 def _failed_item(base: ItemResult, error: str, wall_s: float) -> ItemResult:
@@ -66,14 +53,6 @@ def _item_from_episode(base: ItemResult, episode: EpisodeResult, wall_s: float) 
     )
 
 
-async def _forget_workflow(client: Client, workflow_id: str) -> None:
-    """Delete a finished episode's workflow so long runs never fill the server's workflow limit."""
-    try:
-        await client.call_tool("delete_workflow", {"workflow_id": workflow_id})
-    except Exception as error:  # cleanup only: the episode's result is already collected
-        log.warning("workflow_cleanup_failed", workflow_id=workflow_id, error=str(error))
-
-
 async def run_episode(
     director: Director,
     problem: Problem,
@@ -87,38 +66,27 @@ async def run_episode(
     base = ItemResult(
         director=director.name, problem_id=problem.id, source=problem.source, problem_type=problem.problem_type
     )
-    task = task_for(problem)
     started = time.monotonic()
-    episode: EpisodeResult | None = None
-    try:
-        with anyio.move_on_after(timeout_s) as scope:
-            async with make_client() as client:
-                episode = await director.run(task, client)
-                if delete_workflow and episode.workflow_id:
-                    await _forget_workflow(client, episode.workflow_id)
-    except Exception as error:
-        log.warning("episode_failed", director=director.name, problem=problem.id, error=describe_error(error))
-        return _failed_item(base, describe_error(error), time.monotonic() - started)
+    run = await run_director(
+        director, task_for(problem), make_client=make_client, timeout_s=timeout_s, delete_workflow=delete_workflow
+    )
     wall_s = time.monotonic() - started
-    if episode is None:  # only reachable when the time limit cancelled the episode
-        detail = f"episode exceeded its time limit of {timeout_s} s" if scope.cancelled_caught else "no result"
+    if run.error is not None:
+        log.warning("episode_failed", director=director.name, problem=problem.id, error=run.error)
+        return _failed_item(base, run.error, wall_s)
+    if run.episode is None:  # only reachable when the time limit cancelled the episode
+        detail = f"episode exceeded its time limit of {timeout_s} s" if run.timed_out else "no result"
         return _failed_item(base, detail, wall_s)
-    item = _item_from_episode(base, episode, wall_s)
-    try:
-        graded = await score_fn(problem, episode.answer)
-    except SandboxRefusedError:
-        raise  # the host cannot run code safely: abort the evaluation rather than report zeros
-    except Exception as error:
-        log.warning("scoring_failed", director=director.name, problem=problem.id, error=repr(error))
-        return item.model_copy(
-            update={"error": f"scoring failed: {describe_error(error)}", "score_method": "scoring_error"}
-        )
+    item = _item_from_episode(base, run.episode, wall_s)
+    graded = await grade(score_fn, problem, run.episode.answer, director=director.name)
+    if graded.result is None:
+        return item.model_copy(update={"error": f"scoring failed: {graded.error}", "score_method": "scoring_error"})
     return item.model_copy(
         update={
-            "score": graded.score,
-            "correct": graded.correct,
-            "score_method": graded.method,
-            "score_details": json.loads(json.dumps(graded.details, default=str)),  # the report must serialise
+            "score": graded.result.score,
+            "correct": graded.result.correct,
+            "score_method": graded.result.method,
+            "score_details": json.loads(json.dumps(graded.result.details, default=str)),  # the report must serialise
         }
     )
 

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from typing import Literal
 
 from flowsteer_mcp.director.episode import TurnRecord
+from training.errors import TrainingError
 from training.rollout.samples import MissingTokenIds, TokenCountMismatch, TurnSample
 
 ObservationMode = Literal["markovian", "history"]
 
 
-class PrefixMismatch(ValueError):
+class PrefixMismatch(TrainingError, ValueError):
     """A turn's prompt does not start with the previous prompt + completion tokens (history mode)."""
 
     def __init__(self, episode_id: str, turn_index: int, position: int) -> None:

@@ -18,10 +18,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from training.errors import TrainingError
 from training.reward import RewardBreakdown
 
 
-class MissingTokenIds(ValueError):
+class MissingTokenIds(TrainingError, ValueError):
     """A turn came back without token ids or log-probs, so it cannot be trained on without re-tokenising."""
 
     def __init__(self, episode_id: str, turn_index: int, missing: list[str]) -> None:
@@ -35,7 +36,7 @@ class MissingTokenIds(ValueError):
         )
 
 
-class TokenCountMismatch(ValueError):
+class TokenCountMismatch(TrainingError, ValueError):
     """The server returned a different number of log-probs than completion token ids."""
 
     def __init__(self, episode_id: str, turn_index: int, n_ids: int, n_logprobs: int) -> None:

@@ -23,14 +23,12 @@ from typing import Literal
 
 import anyio
 import structlog
-from mcp import Client
 from pydantic import BaseModel
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
-from operators.sandbox import SandboxRefusedError
 from training.advantages import AdvantageStats, group_advantages
 from training.data import Problem
-from training.evaluate.runner import MakeClient, ScoreFn, describe_error
+from training.episodes import MakeClient, ScoreFn, grade, run_director
 from training.evaluate.tasks import task_for
 from training.reward import RewardBreakdown, RewardConfig, compute_reward
 from training.rollout.modes import ObservationMode, PrefixMismatch, build_sequences
@@ -96,14 +94,6 @@ class RolloutBatch(BaseModel):
         return out
 
 
-async def _forget_workflow(client: Client, workflow_id: str) -> None:
-    """Delete the episode's workflow so long runs never fill the server's workflow limit."""
-    try:
-        await client.call_tool("delete_workflow", {"workflow_id": workflow_id})
-    except Exception as error:  # cleanup only: the episode is already collected
-        log.warning("workflow_cleanup_failed", workflow_id=workflow_id, error=str(error))
-
-
 def _metrics(
     episode: EpisodeResult | None,
     status: TrajectoryStatus,
@@ -160,19 +150,20 @@ class _Trajectory:
         delete_workflow: bool,
     ) -> EpisodeSample:
         started = time.monotonic()
-        episode: EpisodeResult | None = None
+        run = await run_director(
+            self.director,
+            task_for(self.problem),
+            make_client=make_client,
+            timeout_s=timeout_s,
+            delete_workflow=delete_workflow,
+        )
+        episode: EpisodeResult | None = run.episode
         status: TrajectoryStatus = "ok"
         error: str | None = None
-        try:
-            with anyio.move_on_after(timeout_s) as scope:
-                async with make_client() as client:
-                    episode = await self.director.run(task_for(self.problem), client)
-                    if delete_workflow and episode.workflow_id:
-                        await _forget_workflow(client, episode.workflow_id)
-            if scope.cancelled_caught:
-                status, error, episode = "timeout", f"trajectory exceeded its time limit of {timeout_s} s", None
-        except Exception as caught:  # the client or director failed: a failed trajectory, not a failed batch
-            status, error, episode = "error", describe_error(caught), None
+        if run.error is not None:  # the client or director failed: a failed trajectory, not a failed batch
+            status, error, episode = "error", run.error, None
+        elif run.timed_out:
+            status, error, episode = "timeout", f"trajectory exceeded its time limit of {timeout_s} s", None
         if episode is not None and episode.error is not None and episode.stats is None:
             # The canvas could not be driven to the end. An episode that ended but whose workflow produced no
             # answer is an outcome (C = 0, S from its graph), not a failure: the policy built that workflow.
@@ -205,14 +196,9 @@ class _Trajectory:
         if episode is None:
             failed = compute_reward(EMPTY_WORKFLOW_STATS, correctness=0.0, finished=False, config=reward_config)
             return failed, None, [], "failed"
-        try:
-            graded = await score_fn(self.problem, episode.answer)
-            correctness, method = graded.score, graded.method
-        except SandboxRefusedError:
-            raise  # the host cannot run code safely: stop the run, never train on a zero it did not earn
-        except Exception as caught:  # a scorer bug must not sink the batch; C = 0 and the method says why
-            log.warning("scoring_failed", episode=self.episode_id, error=describe_error(caught))
-            correctness, method = 0.0, "scoring_error"
+        graded = await grade(score_fn, self.problem, episode.answer, episode=self.episode_id)
+        # A scorer bug must not sink the batch: C = 0 and the method says why.
+        correctness, method = (graded.result.score, graded.result.method) if graded.result else (0.0, "scoring_error")
         reward = compute_reward(
             episode.stats or EMPTY_WORKFLOW_STATS,
             correctness=correctness,

@@ -19,6 +19,7 @@ import structlog
 import torch
 from pydantic import BaseModel
 
+from training.errors import TrainingError
 from training.train.stream import StreamCursor
 
 log = structlog.get_logger(__name__)
@@ -29,7 +30,7 @@ TRAINER_FILE = "trainer_state.pt"
 ADAPTER_DIR = "adapter"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(TrainingError, RuntimeError):
     """No usable checkpoint, or one that belongs to a different run configuration."""
 
 

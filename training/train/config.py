@@ -16,13 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from flowsteer_mcp.server.results import WorkflowOptionsInput
 from operators.backends.config import LocalModelConfig, OpenAIModelConfig, SamplingConfig, ScriptedModelConfig
+from training.errors import TrainingError
 from training.loss import Normalisation
 from training.reward import RewardConfig
 from training.rollout.modes import ObservationMode
 from training.rollout.worker import Grouping
 
 
-class TrainConfigError(ValueError):
+class TrainConfigError(TrainingError, ValueError):
     """The training configuration is invalid; the message names the file and the offending key."""
 
 
@@ -42,6 +43,7 @@ class RunSettings(_Strict):
 class LoraSettings(_Strict):
     r: int = Field(default=8, ge=1)
     alpha: int = Field(default=16, ge=1)
+    # Written into the adapter's config; the learner's forwards run without dropout (see train/policy.py).
     dropout: float = Field(default=0.05, ge=0.0, lt=1.0)
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1)
 
@@ -106,6 +108,7 @@ class SamplingSettings(_Strict):
     action_prefix: str | None = None  # e.g. "<action>": primes small models to start a tag (see PolicySampling)
     stop: list[str] | None = None
     reask: bool = True  # one re-ask when an action turn has no action (the trained sequence is the second one)
+    reask_max_tokens: int = Field(default=128, ge=1)  # the re-ask's generation budget: one action tag
 
 
 class RolloutSettings(_Strict):

@@ -1,12 +1,13 @@
 """The CWRPO training loop: rollouts through MCP on vLLM -> grouped advantages -> update -> adapter hand-over.
 
-Per training step N (1-based):
-  1. draw `problems_per_step` problems from the stream; run G rollouts each through the canvas's MCP tools,
-     the policy generating on vLLM with the adapter `<run>@<N-1>`;
-  2. update the LoRA policy on those tokens (`update.policy_update`), step the learning-rate schedule;
-  3. save `adapters/step-N`, publish `<run>@N` to vLLM and check that it changes what vLLM serves;
-  4. log the step's metrics (JSONL, TensorBoard, plots) and the batch's problem ids (`batches.jsonl`);
-  5. checkpoint (every `checkpoint_every` steps), last, so a checkpoint covers everything its step wrote.
+Per training step N (1-based), `Trainer._step` runs these phases on the run's `RunContext`:
+  1. `_collect`: draw `problems_per_step` problems from the stream; run G rollouts each through the canvas's MCP
+     tools, the policy generating on vLLM with the adapter `<run>@<N-1>`; grade, reward, group advantages;
+  2. `_learn`: update the LoRA policy on those tokens (`update.policy_update`), step the learning-rate schedule;
+  3. `_publish_adapter`: save `adapters/step-N`, publish `<run>@N` to vLLM, check that it changes what vLLM serves;
+  4. `_log_step`: the step's metrics (JSONL, TensorBoard) and the batch's problem ids (`batches.jsonl`);
+  5. `_checkpoint_if_due` (every `checkpoint_every` steps, and plots), last, so a checkpoint covers everything
+     its step wrote.
 The learner and the generator run in turn, so the adapter a rollout used is always the newest one.
 """
 
@@ -19,6 +20,9 @@ import random
 import shutil
 import time
 import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,8 @@ from pydantic import BaseModel
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.policy import PolicyDirector
 from training.data import Problem, load_inputs
+from training.episodes import MakeClient
+from training.errors import TrainingError
 from training.rollout import RolloutBatch, collect_groups, in_process_clients, round_robin_remote
 from training.train.checkpoint import (
     CheckpointError,
@@ -60,7 +66,7 @@ SYNC_PROBE = [{"role": "user", "content": "Design a workflow: add a Programmer, 
 PROGRESS_KEYS = {"R": "reward/total", "S": "reward/S", "valid": "rollout/valid_action_share", "kl": "loss/kl"}
 
 
-class RolloutFailure(RuntimeError):
+class RolloutFailure(TrainingError, RuntimeError):
     """No trajectory of a step completed."""
 
 
@@ -70,6 +76,37 @@ class TrainSummary(BaseModel):
     last_step: int
     resumed_from: int | None
     wall_s: float
+
+
+@dataclass
+class RunContext:
+    """What every training step reads or advances, built once per invocation: the generation side (vLLM, the
+    policy's OpenAI client, the canvas's MCP clients), the learner (policy, optimizer, schedule, update RNG), the
+    problem stream and the metrics log. `adapter` names what vLLM serves as the newest policy."""
+
+    service: PolicyService
+    policy: PolicyModel
+    optimizer: torch.optim.AdamW
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    stream: ProblemStream
+    update_generator: torch.Generator
+    metrics: MetricsLog
+    openai: AsyncOpenAI
+    make_client: MakeClient
+    adapter: str
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one step's phases produced, as the step's log records it."""
+
+    step: int
+    started: float  # time.monotonic() at the step's start
+    problems: list[Problem]
+    adapter_used: str  # the adapter the batch was generated with
+    batch: RolloutBatch
+    learned: dict[str, float]  # the update's metrics and `optim/lr`
+    sync_check: dict[str, float]
 
 
 def rollout_seed(run_seed: int, step: int, problem_id: str, index: int) -> int:
@@ -163,9 +200,20 @@ class Trainer:
                 else:
                     await service.lora.unload_later_than(-1)
                     adapter = await service.lora.publish(policy.save_adapter(self.adapters / "step-0"), 0)
-                await self._train(
-                    service, policy, optimizer, scheduler, stream, update_generator, metrics, adapter, done
-                )
+                async with self._rollout_side(service) as (openai, make_client):
+                    run = RunContext(
+                        service=service,
+                        policy=policy,
+                        optimizer=optimizer,
+                        scheduler=scheduler,
+                        stream=stream,
+                        update_generator=update_generator,
+                        metrics=metrics,
+                        openai=openai,
+                        make_client=make_client,
+                        adapter=adapter,
+                    )
+                    await self._train(run, done)
         if config.logging.plots:
             _plot(self.out_dir)
         return TrainSummary(
@@ -176,18 +224,10 @@ class Trainer:
             wall_s=round(time.monotonic() - started, 2),
         )
 
-    async def _train(
-        self,
-        service: PolicyService,
-        policy: PolicyModel,
-        optimizer: torch.optim.AdamW,
-        scheduler: torch.optim.lr_scheduler.LambdaLR,
-        stream: ProblemStream,
-        update_generator: torch.Generator,
-        metrics: MetricsLog,
-        adapter: str,
-        done: int,
-    ) -> None:
+    @asynccontextmanager
+    async def _rollout_side(self, service: PolicyService) -> AsyncIterator[tuple[AsyncOpenAI, MakeClient]]:
+        """The policy's OpenAI client and the canvas's MCP clients (remote servers, or one in-process server on
+        the run's executor backend); all closed when training ends."""
         config = self.config
         backend = service.executor_backend()
         server = None
@@ -208,61 +248,139 @@ class Trainer:
             )
             make_client = in_process_clients(server.mcp)
         openai = AsyncOpenAI(base_url=service.openai_base_url, api_key="not-needed", max_retries=2)
-        progress = StepProgress(total=config.run.steps, initial=done, enabled=config.logging.progress)
         try:
-            for step in range(done + 1, config.run.steps + 1):
-                step_started = time.monotonic()
-                problems = stream.next_batch(config.rollout.problems_per_step)
-                batch = await self._rollouts(openai, adapter, make_client, problems, step)
-                _require_some_success(batch, step)
-                sequences = batch.training_sequences()
-                updated = await anyio.to_thread.run_sync(
-                    policy_update, policy, optimizer, sequences, config.optim, config.loss, update_generator
-                )
-                lr = float(scheduler.get_last_lr()[0])
-                with warnings.catch_warnings():  # a step whose groups all had zero variance makes no update
-                    warnings.filterwarnings(
-                        "ignore", message="Detected call of `lr_scheduler.step", category=UserWarning
-                    )
-                    scheduler.step()
-                adapter_dir = policy.save_adapter(self.adapters / f"step-{step}")
-                adapter_used = adapter
-                adapter = await service.lora.publish(adapter_dir, step)
-                self._prune_adapters(service)
-                sync_check = await self._verify_sync(service, policy)
-                values: dict[str, float] = {
-                    **batch.summary(),
-                    **updated,
-                    "optim/lr": lr,
-                    "data/epoch": float(stream.cursor.epoch),
-                    "time/rollout_s": batch.wall_s,
-                    "time/step_s": time.monotonic() - step_started,
-                    **sync_check,
-                }
-                metrics.write(step, values)
-                _append_jsonl(
-                    self.out_dir / "batches.jsonl",
-                    {"step": step, "adapter": adapter_used, "problems": [p.id for p in problems]},
-                )
-                # Last: a checkpoint at step N promises that everything of step N (metrics included) is written.
-                # A kill before it redoes step N on resume; the rows it logged are dropped then.
-                if step % config.run.checkpoint_every == 0 or step == config.run.steps:
-                    self._checkpoint(step, policy, optimizer, scheduler, update_generator, stream.cursor)
-                if config.logging.plots and step % config.run.checkpoint_every == 0:
-                    _plot(self.out_dir)
-                progress.update(step, {short: values.get(key, float("nan")) for short, key in PROGRESS_KEYS.items()})
-                log.info(
-                    "step_done",
-                    step=step,
-                    adapter=adapter,
-                    **{k: round(values.get(v, 0.0), 4) for k, v in PROGRESS_KEYS.items()},
-                )
+            yield openai, make_client
         finally:
-            progress.close()
             await openai.close()
             await backend.aclose()
             if server is not None:
                 await server.aclose()
+
+    async def _train(self, run: RunContext, done: int) -> None:
+        config = self.config
+        progress = StepProgress(total=config.run.steps, initial=done, enabled=config.logging.progress)
+        try:
+            for step in range(done + 1, config.run.steps + 1):
+                values = await self._step(run, step)
+                progress.update(step, {short: values.get(key, float("nan")) for short, key in PROGRESS_KEYS.items()})
+                log.info(
+                    "step_done",
+                    step=step,
+                    adapter=run.adapter,
+                    **{k: round(values.get(v, 0.0), 4) for k, v in PROGRESS_KEYS.items()},
+                )
+        finally:
+            progress.close()
+
+    async def _step(self, run: RunContext, step: int) -> dict[str, float]:
+        """One training step as its phases, in order; returns the step's logged metrics."""
+        started = time.monotonic()
+        problems = run.stream.next_batch(self.config.rollout.problems_per_step)
+        adapter_used = run.adapter
+        batch = await self._collect(run, problems, step)
+        learned = await self._learn(run, batch)
+        sync_check = await self._publish_adapter(run, step)
+        outcome = StepOutcome(
+            step=step,
+            started=started,
+            problems=problems,
+            adapter_used=adapter_used,
+            batch=batch,
+            learned=learned,
+            sync_check=sync_check,
+        )
+        values = self._log_step(run, outcome)
+        # Last: a checkpoint at step N promises that everything of step N (metrics included) is written.
+        # A kill before it redoes step N on resume; the rows it logged are dropped then.
+        self._checkpoint_if_due(run, step)
+        return values
+
+    async def _collect(self, run: RunContext, problems: list[Problem], step: int) -> RolloutBatch:
+        """Phase 1: G graded, rewarded rollouts per problem on the newest adapter, with their group advantages."""
+        config = self.config
+        sampling = config.rollout.sampling
+        canvas = config.rollout.canvas.model_dump(mode="json")
+
+        def make_director(problem: Problem, index: int) -> PolicyDirector:
+            return PolicyDirector(
+                run.openai,
+                run.adapter,
+                sampling=PolicySampling(
+                    **sampling.model_dump(exclude={"seeded", "reask", "reask_max_tokens"}),
+                    seed=rollout_seed(config.run.seed, step, problem.id, index) if sampling.seeded else None,
+                ),
+                canvas_options=canvas,
+                reask=sampling.reask,
+                reask_max_tokens=sampling.reask_max_tokens,
+                transcript=config.rollout.mode == "history",
+            )
+
+        batch = await collect_groups(
+            problems,
+            make_director=make_director,
+            make_client=run.make_client,
+            group_size=config.rollout.rollouts_per_problem,
+            concurrency=config.rollout.concurrency,
+            timeout_s=config.rollout.timeout_s,
+            reward_config=config.reward,
+            grouping=config.rollout.grouping,
+            mode=config.rollout.mode,
+            drop_zero_variance=config.rollout.drop_zero_variance,
+            episode_prefix=f"s{step}:",
+        )
+        _require_some_success(batch, step)
+        return batch
+
+    async def _learn(self, run: RunContext, batch: RolloutBatch) -> dict[str, float]:
+        """Phase 2: the policy update on the batch's tokens (in a thread: the event loop keeps serving), then one
+        step of the learning-rate schedule; returns the update's metrics and the rate it used."""
+        updated = await anyio.to_thread.run_sync(
+            policy_update,
+            run.policy,
+            run.optimizer,
+            batch.training_sequences(),
+            self.config.optim,
+            self.config.loss,
+            run.update_generator,
+        )
+        lr = float(run.scheduler.get_last_lr()[0])
+        with warnings.catch_warnings():  # a step whose groups all had zero variance makes no update
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+            run.scheduler.step()
+        return {**updated, "optim/lr": lr}
+
+    async def _publish_adapter(self, run: RunContext, step: int) -> dict[str, float]:
+        """Phase 3: save `adapters/step-N`, serve it as `<run>@N` (the next rollouts use it), drop adapter folders
+        vLLM no longer serves, and check that vLLM applies it; returns the check's metrics."""
+        adapter_dir = run.policy.save_adapter(self.adapters / f"step-{step}")
+        run.adapter = await run.service.lora.publish(adapter_dir, step)
+        self._prune_adapters(run.service)
+        return await self._verify_sync(run.service, run.policy)
+
+    def _log_step(self, run: RunContext, outcome: StepOutcome) -> dict[str, float]:
+        """Phase 4: the step's metrics row and its batch's problem ids (what `--resume` and the plots read)."""
+        values: dict[str, float] = {
+            **outcome.batch.summary(),
+            **outcome.learned,
+            "data/epoch": float(run.stream.cursor.epoch),
+            "time/rollout_s": outcome.batch.wall_s,
+            "time/step_s": time.monotonic() - outcome.started,
+            **outcome.sync_check,
+        }
+        run.metrics.write(outcome.step, values)
+        _append_jsonl(
+            self.out_dir / "batches.jsonl",
+            {"step": outcome.step, "adapter": outcome.adapter_used, "problems": [p.id for p in outcome.problems]},
+        )
+        return values
+
+    def _checkpoint_if_due(self, run: RunContext, step: int) -> None:
+        """Phase 5: a checkpoint every `checkpoint_every` steps and at the last; plots at the same cadence."""
+        config = self.config
+        if step % config.run.checkpoint_every == 0 or step == config.run.steps:
+            self._checkpoint(step, run.policy, run.optimizer, run.scheduler, run.update_generator, run.stream.cursor)
+        if config.logging.plots and step % config.run.checkpoint_every == 0:
+            _plot(self.out_dir)
 
     async def _verify_sync(self, service: PolicyService, policy: PolicyModel) -> dict[str, float]:
         """The stale-adapter guard: once the adapter is not the identity, vLLM must answer differently from the base."""
@@ -275,40 +393,6 @@ class Trainer:
                 "is not the identity: the adapter is not being applied"
             )
         return {"sync/probe_max_abs_diff": delta.max_abs_diff}
-
-    async def _rollouts(
-        self, openai: AsyncOpenAI, adapter: str, make_client: Any, problems: list[Problem], step: int
-    ) -> RolloutBatch:
-        config = self.config
-        sampling = config.rollout.sampling
-        canvas = config.rollout.canvas.model_dump(mode="json")
-
-        def make_director(problem: Problem, index: int) -> PolicyDirector:
-            return PolicyDirector(
-                openai,
-                adapter,
-                sampling=PolicySampling(
-                    **sampling.model_dump(exclude={"seeded", "reask"}),
-                    seed=rollout_seed(config.run.seed, step, problem.id, index) if sampling.seeded else None,
-                ),
-                canvas_options=canvas,
-                reask=sampling.reask,
-                transcript=config.rollout.mode == "history",
-            )
-
-        return await collect_groups(
-            problems,
-            make_director=make_director,
-            make_client=make_client,
-            group_size=config.rollout.rollouts_per_problem,
-            concurrency=config.rollout.concurrency,
-            timeout_s=config.rollout.timeout_s,
-            reward_config=config.reward,
-            grouping=config.rollout.grouping,
-            mode=config.rollout.mode,
-            drop_zero_variance=config.rollout.drop_zero_variance,
-            episode_prefix=f"s{step}:",
-        )
 
     def _checkpoint(
         self,

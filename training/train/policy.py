@@ -3,6 +3,13 @@
 The reference policy of the KL term is the same weights with the adapter disabled, so no second copy of the
 model is held. Log-probs are computed on token ids exactly as vLLM sampled them (never re-tokenised), and
 only for the scored tail of each row (see `batching`).
+
+Dropout (LoRA's included) is switched off for good when the policy is built, as TRL's `disable_dropout` does:
+the forward that gives the importance ratio's log-probs is also the one the gradient flows through, and a
+ratio computed under a random dropout mask is noise around the true pi/pi_old (it is not 1 on-policy and
+clips good tokens). Setting every dropout's p to 0 rather than calling `eval()` keeps training mode, which
+transformers' gradient checkpointing needs; and it holds when checkpointing recomputes the forward during
+backward, which a dropout switched off only around the forward would not.
 """
 
 from __future__ import annotations
@@ -23,11 +30,20 @@ log = structlog.get_logger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
+def disable_dropout(model: torch.nn.Module) -> int:
+    """Set p = 0 on every dropout module (LoRA's, attention's ...); returns how many there were."""
+    dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    for module in dropouts:
+        module.p = 0.0
+    return len(dropouts)
+
+
 class PolicyModel:
     def __init__(self, model: Any, *, pad_id: int, chunk_size: int) -> None:
         self.model = model
         self.pad_id = pad_id
         self.chunk_size = chunk_size
+        disable_dropout(model)  # deterministic log-probs for the ratio: see the module docstring
 
     @classmethod
     def load(
@@ -81,7 +97,10 @@ class PolicyModel:
         return out.logits[:, :-1, :]  # row j scores target token j of the tail
 
     def logprobs(self, batch: TokenBatch, *, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-        """Current-policy log-probs [B, tail] of the tail tokens (with grad), and their entropies if asked."""
+        """Current-policy log-probs [B, tail] of the tail tokens (with grad), and their entropies if asked.
+
+        Both the importance ratio and the gradient come from this one forward, so it runs without dropout
+        (see the module docstring): two calls on the same batch give the same values, in training mode too."""
         logits = self._tail_logits(batch)
         logp = token_logprobs(logits, batch.target_ids, self.chunk_size)
         entropy = token_entropy(logits, self.chunk_size) if with_entropy else None

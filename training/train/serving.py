@@ -31,7 +31,8 @@ class PolicyService:
         self.server: VLLMServer | None = None
         self.sync: LoraSync | None = None
 
-    def open(self) -> PolicyService:
+    async def open(self) -> PolicyService:
+        """Attach to the configured server, or start one and wait for it without blocking the event loop."""
         settings = self.config.vllm
         if settings.url:
             self.server = VLLMServer.attach(settings.url, served_name=settings.served_name)
@@ -50,7 +51,9 @@ class PolicyService:
                 env=settings.env,
                 log_path=self.log_path,
                 ready_timeout_s=settings.ready_timeout_s,
+                wait=False,
             )
+            await self.server.wait_ready_async()
         self.sync = LoraSync(self.server.base_url, self.config.run.name, max_loaded=settings.max_loras)
         return self
 
@@ -95,7 +98,7 @@ class PolicyService:
             self.server.stop()
 
     async def __aenter__(self) -> PolicyService:
-        return self.open()
+        return await self.open()
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None

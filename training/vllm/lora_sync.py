@@ -17,12 +17,14 @@ import httpx
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from training.errors import TrainingError
+
 log = structlog.get_logger(__name__)
 
 ADAPTER_CONFIG = "adapter_config.json"
 
 
-class LoraSyncError(RuntimeError):
+class LoraSyncError(TrainingError, RuntimeError):
     """An adapter could not be loaded, confirmed or retired; the message carries the server's own words."""
 
 

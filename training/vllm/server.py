@@ -13,13 +13,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+import anyio
 import httpx
 import structlog
+
+from training.errors import TrainingError
 
 log = structlog.get_logger(__name__)
 
@@ -32,7 +36,7 @@ _POLL_INTERVAL_S = 0.5
 _LOG_TAIL_BYTES = 6000
 
 
-class VLLMServerError(RuntimeError):
+class VLLMServerError(TrainingError, RuntimeError):
     """The vLLM server could not be started, reached or queried; the message carries the server's own words."""
 
 
@@ -145,6 +149,8 @@ class VLLMServer:
         self.process = process
         self._log_file = log_file
         self._request_timeout_s = request_timeout_s
+        self._launched_at = time.monotonic()
+        self._ready_timeout_s = DEFAULT_READY_TIMEOUT_S
         self.start_seconds: float | None = None
 
     # -- construction -------------------------------------------------------------------------------------------
@@ -167,11 +173,15 @@ class VLLMServer:
         env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+        wait: bool = True,
     ) -> VLLMServer:
         """Launch the server and block until it serves `served_name`.
 
         `python` defaults to `vllm_python()`; `float32` keeps vLLM's log-probs equal to the trainer's on CPU.
         Output goes to `log_path` (or an anonymous temporary file); its tail is in every start error.
+        Async code passes `wait=False` and then `await server.wait_ready_async()`, so the minutes vLLM takes to
+        load never block its event loop; the process itself is still launched here, in the calling thread,
+        because the server's lifetime is tied to the thread that launched it (see `_end_with_parent`).
         """
         if not Path(model_path).is_dir():
             raise VLLMServerError(f"model folder {model_path} does not exist")
@@ -191,7 +201,7 @@ class VLLMServer:
             max_model_len=max_model_len,
             extra_args=extra_args,
         )
-        log_file: IO[bytes] = open(log_path, "wb") if log_path else tempfile.TemporaryFile()  # noqa: SIM115 - owned by the server object
+        log_file: IO[bytes] = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()  # noqa: SIM115 - owned by the server object
         log.info("vllm_server_starting", model=str(model_path), served_name=served_name, port=port, python=command[0])
         started = time.monotonic()
         try:
@@ -209,14 +219,9 @@ class VLLMServer:
             log_file.close()
             raise VLLMServerError(f"cannot run {command[0]}: {error}") from error
         server = cls(f"http://{host}:{port}", process=process, log_file=log_file, served_name=served_name)
-        try:
-            server._wait_ready(ready_timeout_s)
-        except BaseException:
-            server.stop()
-            raise
-        server.start_seconds = round(time.monotonic() - started, 2)
-        log.info("vllm_server_ready", base_url=server.base_url, pid=process.pid, seconds=server.start_seconds)
-        return server
+        server._launched_at = started
+        server._ready_timeout_s = ready_timeout_s
+        return server.wait_ready() if wait else server
 
     @classmethod
     def attach(cls, base_url: str, *, served_name: str | None = None, timeout_s: float = 10.0) -> VLLMServer:
@@ -259,26 +264,35 @@ class VLLMServer:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        assert self.process is not None
-        deadline = time.monotonic() + timeout_s
-        last_problem = "no answer yet"
-        while time.monotonic() < deadline:
-            code = self.process.poll()
-            if code is not None:
-                raise VLLMServerError(f"vLLM server exited with code {code} before it was ready:\n{self.log_tail()}")
-            try:
-                names = self.models()
-            except VLLMServerError as problem:
-                last_problem = str(problem)
-            else:
-                if self.served_name is None or self.served_name in names:
-                    return
-                last_problem = f"serves {names}, not {self.served_name!r}"
-            time.sleep(_POLL_INTERVAL_S)
-        raise VLLMServerError(
-            f"vLLM server not ready within {timeout_s:.0f}s ({last_problem}); log tail:\n{self.log_tail()}"
-        )
+    def wait_ready(self) -> VLLMServer:
+        """Block until the launched server serves its name; on any failure (or interruption) stop it and raise."""
+        with self._stopped_on_failure():
+            probe = _ReadinessProbe(self, self._ready_timeout_s)
+            while not probe.ready():
+                time.sleep(_POLL_INTERVAL_S)
+        return self._mark_ready()
+
+    async def wait_ready_async(self) -> VLLMServer:
+        """`wait_ready` for async code: each probe runs in a worker thread and the waits are async sleeps."""
+        with self._stopped_on_failure():
+            probe = _ReadinessProbe(self, self._ready_timeout_s)
+            # Another process, reached over HTTP: there is no event to wait on, only a poll.
+            while not await anyio.to_thread.run_sync(probe.ready):  # noqa: ASYNC110
+                await anyio.sleep(_POLL_INTERVAL_S)
+        return self._mark_ready()
+
+    @contextmanager
+    def _stopped_on_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.stop()
+            raise
+
+    def _mark_ready(self) -> VLLMServer:
+        self.start_seconds = round(time.monotonic() - self._launched_at, 2)
+        log.info("vllm_server_ready", base_url=self.base_url, pid=self.pid, seconds=self.start_seconds)
+        return self
 
     def stop(self, grace_s: float = DEFAULT_STOP_GRACE_S) -> None:
         """Stop a server this object started: SIGTERM to its PID, SIGKILL to its process group after `grace_s`.
@@ -308,6 +322,38 @@ class VLLMServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class _ReadinessProbe:
+    """Polls a launched server: `ready()` is True once it serves its name, and raises when the process died or
+    `timeout_s` has passed (the last problem seen and the log tail are in the message)."""
+
+    def __init__(self, server: VLLMServer, timeout_s: float) -> None:
+        assert server.process is not None, "only a server this object launched can be waited for"
+        self.server = server
+        self.process = server.process
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s
+        self.last_problem = "no answer yet"
+
+    def ready(self) -> bool:
+        code = self.process.poll()
+        if code is not None:
+            raise VLLMServerError(f"vLLM server exited with code {code} before it was ready:\n{self.server.log_tail()}")
+        try:
+            names = self.server.models()
+        except VLLMServerError as problem:
+            self.last_problem = str(problem)
+        else:
+            if self.server.served_name is None or self.server.served_name in names:
+                return True
+            self.last_problem = f"serves {names}, not {self.server.served_name!r}"
+        if time.monotonic() >= self.deadline:
+            raise VLLMServerError(
+                f"vLLM server not ready within {self.timeout_s:.0f}s ({self.last_problem}); "
+                f"log tail:\n{self.server.log_tail()}"
+            )
+        return False
 
 
 def _end_with_parent() -> None:

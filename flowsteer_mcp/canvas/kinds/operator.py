@@ -1,0 +1,71 @@
+"""The `operator` kind: a single operator node as a stage (`NAME` or `NAME{k}` in the DSL)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from flowsteer_mcp.canvas.kinds.base import Box, KindBlueprint, MermaidPart, Slot, StageKind
+from flowsteer_mcp.canvas.kinds.node import OperatorNode
+
+if TYPE_CHECKING:
+    from flowsteer_mcp.canvas.validate import CanvasRules
+
+
+class OperatorBlueprint(KindBlueprint):
+    kind: Literal["operator"] = "operator"
+    operator: str
+    prompt: str | None = None
+    samples: int = 1  # draws of the node (bounded by CanvasRules, with an actionable error)
+
+
+def render_drawn(node: OperatorNode) -> str:
+    return f"{node.operator}{{{node.samples}}}" if node.samples > 1 else node.operator
+
+
+class OperatorKind(StageKind[OperatorNode, OperatorBlueprint]):
+    name = "operator"
+    stage_type = OperatorNode
+    blueprint_type = OperatorBlueprint
+    summary = "one operator"
+
+    def slots(self, blueprint: OperatorBlueprint) -> list[Slot]:
+        return [Slot(suffix="", role="operator", operator=blueprint.operator)]
+
+    def given_prompts(self, blueprint: OperatorBlueprint) -> list[str | None]:
+        return [blueprint.prompt]
+
+    def slot_samples(self, blueprint: OperatorBlueprint) -> list[int]:
+        return [blueprint.samples]
+
+    def with_prompts(self, blueprint: OperatorBlueprint, prompts: list[str | None]) -> OperatorBlueprint:
+        return blueprint.model_copy(update={"prompt": prompts[0]})
+
+    def with_operators(self, blueprint: OperatorBlueprint, names: list[str]) -> OperatorBlueprint:
+        return blueprint.model_copy(update={"operator": names[0]})
+
+    def build(self, blueprint: OperatorBlueprint, stage_id: str, nodes: list[OperatorNode]) -> OperatorNode:
+        return nodes[0]
+
+    def children(self, stage: OperatorNode) -> list[OperatorNode]:
+        return []
+
+    def blueprint_of(self, stage: OperatorNode) -> OperatorBlueprint:
+        return OperatorBlueprint(operator=stage.operator, prompt=stage.prompt, samples=stage.samples)
+
+    def validate_samples(self, blueprint: OperatorBlueprint, rules: CanvasRules) -> None:
+        rules.samples(blueprint.samples)
+
+    def describe(self, blueprint: OperatorBlueprint) -> str:
+        return blueprint.operator + (f" with {blueprint.samples} samples" if blueprint.samples > 1 else "")
+
+    def planned_calls(self, stage: OperatorNode) -> int:
+        return stage.samples
+
+    def render_dsl(self, stage: OperatorNode) -> str:
+        return render_drawn(stage)
+
+    def mermaid(self, stage: OperatorNode, box: Box) -> MermaidPart:
+        return MermaidPart(lines=[box(stage)], entry=[stage.id], exits=[stage.id])
+
+
+OPERATOR = OperatorKind()
