@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
 from operators.registry import OperatorRegistry
+
+if TYPE_CHECKING:
+    from flowsteer_mcp.engine import WorkflowEngine
+    from operators.backends.base import ChatBackend
+    from operators.backends.config import EngineConfig
 
 log = structlog.get_logger(__name__)
 _EXECUTOR_ENV = (
@@ -17,6 +23,19 @@ _EXECUTOR_ENV = (
     "FLOWSTEER_EXECUTOR_BACKEND",
     "FLOWSTEER_EXECUTOR_BASE_URL",
 )
+
+
+def engine_with(registry: OperatorRegistry, backend: ChatBackend, settings: EngineConfig) -> WorkflowEngine:
+    """An engine over `backend` with the `[engine]` settings of a config file (timeouts)."""
+    from flowsteer_mcp.engine import WorkflowEngine
+
+    return WorkflowEngine(
+        registry,
+        backend,
+        sandbox_timeout_s=settings.sandbox_timeout_s,
+        call_timeout_s=settings.call_timeout_s,
+        run_timeout_s=settings.run_timeout_s,
+    )
 
 
 def executor_configured(config: Path | None) -> bool:
@@ -36,7 +55,7 @@ def build_executor(
     if executor_configured(config):
         settings = load_config(config)  # the file named, else $FLOWSTEER_CONFIG, else the default
         backend = build_backend(resolve_executor(settings))
-        return WorkflowEngine(registry, backend, sandbox_timeout_s=settings.engine.sandbox_timeout_s)
+        return engine_with(registry, backend, settings.engine)
     from operators.models import is_prepared
 
     default = resolve_executor(default_config())

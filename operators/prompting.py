@@ -61,6 +61,14 @@ def missing_solution_error(operator: str, action: str, thing: str = "solution") 
     )
 
 
+def no_candidates_error(operator: str) -> str:
+    """The error of a selector that got no candidates: name both ways to make some, and the likely cause."""
+    return (
+        f"{operator}: no candidates; put a parallel stage or a sampled node (samples > 1) before it, "
+        "or see why the one before it produced none"
+    )
+
+
 def current_solution(inputs: OperatorInput) -> str | None:
     """The solution a checker or reviser should look at: the program for code tasks, else the answer."""
     if inputs.task_type == "code" and inputs.code:

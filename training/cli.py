@@ -298,7 +298,7 @@ async def _close_eval_resources(
 
 
 async def _run_eval(args: argparse.Namespace) -> int:
-    from flowsteer_mcp.engine import WorkflowEngine
+    from flowsteer_mcp.executor import engine_with
     from flowsteer_mcp.server import ServerSettings, build_server
     from operators.backends.config import ConfigError, EngineConfig, load_config
     from operators.registry import default_registry
@@ -346,8 +346,9 @@ async def _run_eval(args: argparse.Namespace) -> int:
     else:
         assert backend is not None
         registry = default_registry()
-        engine = WorkflowEngine(registry, backend, sandbox_timeout_s=engine_settings.sandbox_timeout_s)
-        server = build_server(ServerSettings(), registry=registry, executor=engine)
+        server = build_server(
+            ServerSettings(), registry=registry, executor=engine_with(registry, backend, engine_settings)
+        )
         make_client = in_process_clients(server.mcp)
 
     config = EvalConfig(

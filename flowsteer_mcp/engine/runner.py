@@ -40,13 +40,12 @@ from flowsteer_mcp.engine.node_call import (
 from flowsteer_mcp.engine.stages import StageRunner
 from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import ChatBackend
+from operators.backends.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RUN_TIMEOUT_S
 from operators.base import DEFAULT_SANDBOX_TIMEOUT_S
 from operators.registry import OperatorRegistry
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_CALL_TIMEOUT_S = 300.0
-DEFAULT_RUN_TIMEOUT_S = 900.0
 
 
 class _NewMemo:

@@ -20,6 +20,8 @@ A file names models and says which one the executor uses::
 
     [engine]                                 # optional: how the workflow engine runs operators
     sandbox_timeout_s = 10                   # wall-clock limit of each sandbox run an operator makes
+    call_timeout_s = 300                     # limit of one operator call (its executor replies and re-asks)
+    run_timeout_s = 900                      # limit of one whole workflow run
 
 Secrets never live in the file: a key-like entry (`api_key`, `token`, ...) is rejected with a pointer to
 `api_key_env`; the key is read from the environment only when a backend is built, held as a `SecretStr`,
@@ -172,12 +174,20 @@ class ExecutorSelection(_Strict):
     model: str = Field(min_length=1)  # a key of `models`
 
 
+DEFAULT_CALL_TIMEOUT_S = 300.0  # one operator call: its executor replies, re-asks included
+DEFAULT_RUN_TIMEOUT_S = 900.0  # one whole workflow run
+
+
 class EngineConfig(_Strict):
     """The `[engine]` table: settings of the engine that runs workflows with the executor (all optional).
 
-    Why here: the timeout belongs to the deployment (a slow host needs more), not to a workflow or an operator."""
+    Why here: timeouts belong to the deployment (a slow or shared host needs more), not to a workflow or an
+    operator. An evaluation should give workflow calls the same patience as its `direct` calls (the backend's
+    `timeout_s`), or slow replies are counted against workflows only."""
 
     sandbox_timeout_s: float = Field(default=DEFAULT_SANDBOX_TIMEOUT_S, gt=0)
+    call_timeout_s: float = Field(default=DEFAULT_CALL_TIMEOUT_S, gt=0)
+    run_timeout_s: float = Field(default=DEFAULT_RUN_TIMEOUT_S, gt=0)
 
 
 class BackendsConfig(_Strict):

@@ -29,7 +29,14 @@ from operators.library.code_selection import (
     proposal_job,
 )
 from operators.parsing import ReplyField, ReplyParseError, ReplySchema, extract_code
-from operators.prompting import Section, compose_prompt, context_sections, describe_reply_format, numbered
+from operators.prompting import (
+    Section,
+    compose_prompt,
+    context_sections,
+    describe_reply_format,
+    no_candidates_error,
+    numbered,
+)
 from operators.sandbox import SandboxRefusedError
 from operators.specs import BUILTIN_SPECS
 
@@ -102,7 +109,7 @@ class ScEnsemble(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> EnsembleOutput:
         candidates = inputs.candidates
         if not any(c.strip() for c in candidates):
-            return EnsembleOutput(ok=False, error="ScEnsemble: no candidates; put a parallel stage before it")
+            return EnsembleOutput(ok=False, error=no_candidates_error("ScEnsemble"))
         if len([c for c in candidates if c.strip()]) == 1:
             only = next(i for i, c in enumerate(candidates) if c.strip())
             votes = [1 if i == only else 0 for i in range(len(candidates))]
@@ -225,7 +232,7 @@ class Aggregate(Operator):
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> AggregateOutput:
         candidates = [c for c in inputs.candidates if c.strip()]
         if not candidates:
-            return AggregateOutput(ok=False, error="Aggregate: no candidates; put a parallel stage before it")
+            return AggregateOutput(ok=False, error=no_candidates_error("Aggregate"))
         is_code = inputs.task_type == "code"
         # Sub-problem answers (guidance present) must be combined even when they happen to be equal.
         if not inputs.guidance and len({normalise_answer(c) for c in candidates}) == 1:

@@ -11,7 +11,7 @@ from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRunt
 from operators.library._dialogue import Failure, ask_for_program
 from operators.library._options import int_option
 from operators.library.ensemble import EnsembleOutput, ask_choice
-from operators.prompting import context_sections
+from operators.prompting import context_sections, no_candidates_error
 from operators.specs import BUILTIN_SPECS
 
 __all__ = ["CodeOutput", "CustomCodeGenerate", "MdEnsemble"]
@@ -65,7 +65,7 @@ class MdEnsemble(Operator):
         candidates = inputs.candidates
         present = [i for i, c in enumerate(candidates) if c.strip()]
         if not present:
-            return EnsembleOutput(ok=False, error="MdEnsemble: no candidates; put a parallel stage before it")
+            return EnsembleOutput(ok=False, error=no_candidates_error("MdEnsemble"))
         if len(present) == 1:
             return EnsembleOutput(text=candidates[present[0]], index=present[0], votes=[1], decided_by="single")
         rounds = int_option(runtime, "md_ensemble_rounds", 3, low=1, high=10)

@@ -84,6 +84,8 @@ backend = "scripted"
 
 [engine]
 sandbox_timeout_s = 2.5
+call_timeout_s = 901
+run_timeout_s = 1800
 """
 
 
@@ -102,6 +104,8 @@ async def test_a_configured_sandbox_timeout_reaches_the_operator(
     executor = build_executor(probe_registry(), path)
     report = await executor.run(GRAPH, TASK)
     assert report.output == "2.5"
+    assert isinstance(executor, WorkflowEngine)
+    assert (executor._settings.call_timeout_s, executor.run_timeout_s) == (901, 1800)  # the other [engine] limits
 
 
 def test_the_engine_table_is_optional_and_validated() -> None:
@@ -109,5 +113,8 @@ def test_the_engine_table_is_optional_and_validated() -> None:
     assert parse_config(base).engine.sandbox_timeout_s == DEFAULT_SANDBOX_TIMEOUT_S
     with pytest.raises(ConfigError, match=r"engine\.sandbox_timeout_s"):
         parse_config({**base, "engine": {"sandbox_timeout_s": 0}})
+    assert (parse_config(base).engine.call_timeout_s, parse_config(base).engine.run_timeout_s) == (300, 900)
+    with pytest.raises(ConfigError, match=r"engine\.call_timeout_s"):
+        parse_config({**base, "engine": {"call_timeout_s": -1}})
     with pytest.raises(ConfigError, match=r"unknown key 'engine\.sandbox_timeout'"):
         parse_config({**base, "engine": {"sandbox_timeout": 5}})
