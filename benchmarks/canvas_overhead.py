@@ -31,7 +31,8 @@ from flowsteer_mcp.canvas.session import Canvas, CanvasState
 from flowsteer_mcp.server import build_server
 from operators.registry import default_registry
 
-TYPICAL_LLM_CALL_S = 100 / 16  # 100 tokens at ~16 tok/s: Qwen2.5-Coder-0.5B on this CPU (spec 20-operators §3)
+# 100 tokens at ~16 tok/s: Qwen2.5-Coder-0.5B on this CPU (docs/design/operators.md, "Backends")
+TYPICAL_LLM_CALL_S = 100 / 16
 
 INVALID = "not an action at all"
 

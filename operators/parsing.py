@@ -93,7 +93,7 @@ def strip_think(text: str) -> str:
     - a `</think>` before any `<think>` closes reasoning whose opening was in the prompt (chat templates that
       start the assistant turn with `<think>`): everything up to it is removed;
     - an unclosed `<think>` raises `UnclosedThinkError`: the turn ended while still thinking, so nothing after
-      it is an answer and nothing before it is final (spec `50-evaluation.md` §1: an invalid turn);
+      it is an answer and nothing before it is final (docs/design/evaluation.md, "Directors": an invalid turn);
     - a stray `</think>` left after that is dropped.
     One forward scan, so linear in the text however many tags it holds.
     """

@@ -1,4 +1,4 @@
-"""Group-relative advantages (spec `40-training.md` §2, "Groups").
+"""Group-relative advantages (docs/design/training.md, "Groups").
 
 True GRPO: each problem's G rollouts form a group and A_i = (R_i - mean_group) / (std_group + eps). The group
 id is whatever the caller passes, so the reference's cross-problem baseline (`grouping: source`) needs no

@@ -160,7 +160,7 @@ class PublicProblem(BaseModel):
 
 
 class Problem(BaseModel):
-    """One benchmark item in our record format (`50-evaluation.md` §2)."""
+    """One benchmark item in our record format (docs/design/evaluation.md, "Datasets")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,4 +1,4 @@
-"""Memory-efficient per-token log-probabilities and entropies (spec `40-training.md` §3).
+"""Memory-efficient per-token log-probabilities and entropies (docs/design/training.md, "Objective").
 
 A full `log_softmax(logits.float())` materialises a [tokens, vocab] fp32 tensor (and autograd keeps it for
 backward): for a 150k vocabulary that is ~600 kB per token. Here log p(y) = logit[y] - logsumexp(logits) is

@@ -1,4 +1,4 @@
-"""The CWRPO objective (spec `40-training.md` §3): a clipped, KL- and entropy-regularised GRPO loss over the
+"""The CWRPO objective (docs/design/training.md, "Objective"): a clipped, KL- and entropy-regularised GRPO loss over the
 policy-sampled tokens only.
 
 Per token t of sequence i with canvas mask M (1 exactly on tokens the policy sampled):

@@ -1,4 +1,4 @@
-"""Trajectory reward with conditional release (spec `40-training.md` §1).
+"""Trajectory reward with conditional release (docs/design/training.md, "Reward").
 
     R = base + S + 1[S >= release] * C  (+ penalty when the episode did not finish)
 

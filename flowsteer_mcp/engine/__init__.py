@@ -1,4 +1,4 @@
-"""The execution engine: runs a canvas workflow graph with operators (20-operators.md §5).
+"""The execution engine: runs a canvas workflow graph with operators (docs/design/canvas.md, "Execution").
 
 The canvas only knows the `WorkflowExecutor` protocol; `WorkflowEngine` implements it. This package never
 imports the MCP layer. How a run ends (ok, degraded: a failed last stage keeps the best earlier solution,

@@ -1,7 +1,7 @@
 """Control flow of the stage kinds, executed directly on the typed graph; each kind's executor lives in
 `engine/kinds/` (keyed by the kind's name), this module dispatches and owns the rules shared by all.
 
-Decisions (10-canvas.md §1 and §4; the engine documents its choices where the spec leaves room):
+Decisions (docs/design/canvas.md, "Stage kinds" and "Execution"; this module records the choices in detail):
 - A stage fails when its last executed node failed; a parallel stage fails only when every branch failed.
   A failed node never changes the state, so its error can never become the answer.
 - Parallel: branches run concurrently on the same state. Candidates = the texts of the successful branches
@@ -19,8 +19,9 @@ Decisions (10-canvas.md §1 and §4; the engine documents its choices where the 
   parallel is what actually selects or combines; candidates are visible to exactly that next stage.
 - Conditional `C ? F : P`: F runs only when C reports a failed check (verdict False). A check that gave
   no verdict, because it had none (None) or because C itself failed, takes the pass branch and its trace
-  row says so: the spec runs F "if C reports a failed check", and F would otherwise revise blind, without
-  feedback (measured with Qwen2.5-Coder-0.5B on GSM8K: such blind revisions turned correct answers wrong).
+  row says so: the design runs F only after a failed check (docs/design/canvas.md, "Stage kinds"), and F
+  would otherwise revise blind, without feedback (measured with Qwen2.5-Coder-0.5B on GSM8K: such blind
+  revisions turned correct answers wrong).
   F and P see the state after C (so Revise receives C's feedback). The untaken branch gets a trace row with skipped=True.
 - Loop: the body runs up to `count` times; when the body holds a checker, the loop stops after the first
   iteration whose last checker ran successfully with verdict True. Trace rows carry the 1-based iteration.

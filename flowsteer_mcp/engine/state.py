@@ -3,7 +3,7 @@
 Why immutable: parallel branches all start from the same state and a cancelled or failed stage must leave
 the previous state intact, so every update returns a new `FlowState` instead of mutating one.
 
-Update rules (10-canvas.md §4), by the operator's declared role:
+Update rules (docs/design/canvas.md, "Data flow"), by the operator's declared role:
 - GUIDANCE: its text is appended to `guidance`; the solution is untouched (a plan is not an answer).
 - SOLUTION: its text replaces the solution (`code` too when the output carries code). An ensemble that
   returns no code inherits the code of the candidate it chose (`EnsembleOutput.index`, or the candidate it

@@ -71,8 +71,8 @@ ADDS_AND_RUNS = ToolAnnotations(
 DESTRUCTIVE_AND_RUNS = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
 )
-# set_prompt overwrites the previous prompt; idempotent as in the product spec: the same call again leaves the
-# same graph (it still counts a round, like every edit).
+# set_prompt overwrites the previous prompt; idempotent (docs/design/canvas.md, "Actions"): the same call
+# again leaves the same graph (it still counts a round, like every edit).
 OVERWRITES_AND_RUNS = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True
 )

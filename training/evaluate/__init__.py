@@ -1,4 +1,4 @@
-"""The evaluation harness behind `flowsteer eval` (spec `50-evaluation.md` §4).
+"""The evaluation harness behind `flowsteer eval` (docs/design/evaluation.md, "flowsteer eval").
 
     report = await evaluate(problems, directors, make_client=..., concurrency=8)
     write_report(report, "out/")        # report.json + report.md (one table per dataset)

@@ -1,4 +1,4 @@
-"""Collect groups of rollouts asynchronously through the MCP canvas (spec `40-training.md` §2).
+"""Collect groups of rollouts asynchronously through the MCP canvas (docs/design/training.md, "Rollouts").
 
 Every trajectory (G per problem) is its own anyio task: there are no round barriers, so a trajectory that
 generates slowly or builds a slow workflow holds only its own slot. A `CapacityLimiter` bounds how many run at

@@ -1,4 +1,4 @@
-"""The one scorer used by evaluation and by training rewards (spec `50-evaluation.md` §3).
+"""The one scorer used by evaluation and by training rewards (docs/design/evaluation.md, "Scoring").
 
     result = await score(problem, answer)          # any problem type (code runs in the sandbox)
     result = score_text(problem, answer)           # math / QA only, synchronous

@@ -1,8 +1,9 @@
 """Extension point for an optional LLM judge (off by default; no implementation ships here).
 
-Why only an interface: a judge is not a verifiable reward. The spec allows one only when it is configured
-explicitly, cached, and reported separately. `score()` therefore calls a configured judge *after* the
-deterministic scorer and stores its verdict in `ScoreResult.judge`; `score` and `correct` never change.
+Why only an interface: a judge is not a verifiable reward. The design allows one only when it is configured
+explicitly, cached, and reported separately (docs/design/evaluation.md, "Scoring"). `score()` therefore
+calls a configured judge *after* the deterministic scorer and stores its verdict in `ScoreResult.judge`;
+`score` and `correct` never change.
 An implementation (for example an OpenAI-compatible chat model with a fixed prompt) must do its own
 caching, keyed by (problem id, answer, gold, judge model), and must not see hidden code tests.
 """

@@ -1,4 +1,4 @@
-"""The training configuration (spec `40-training.md` §5): one validated YAML file per run.
+"""The training configuration (docs/design/training.md, "Runs"): one validated YAML file per run.
 
 Every section rejects unknown keys, so a misspelt option fails at load time with its dotted path instead of
 being silently ignored hours into a run. Presets live in `configs/` (`paper`, `cpu-smoke`, `cpu-smollm2`).
@@ -88,7 +88,7 @@ ExecutorSettings = Annotated[
 
 
 class DataSettings(_Strict):
-    paths: list[str] = Field(min_length=1)  # JSONL files or folders (50-evaluation.md §2 or FlowSteer-Dataset)
+    paths: list[str] = Field(min_length=1)  # JSONL files or folders (docs/design/evaluation.md, "Datasets")
     sources: list[str] | None = None
     skip_per_source: int = Field(default=0, ge=0)  # leave out each source's first N (e.g. the items you evaluate on)
     limit_per_source: int | None = Field(default=None, ge=1)  # then keep at most N per source
