@@ -47,7 +47,6 @@ from operators.registry import OperatorRegistry
 log = structlog.get_logger(__name__)
 
 
-
 class _NewMemo:
     """Sentinel: give the engine its own bounded memo cache (pass None to turn memoisation off)."""
 
