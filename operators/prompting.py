@@ -149,8 +149,10 @@ def compose_prompt(
     return "\n\n".join(parts)
 
 
-def to_messages(user: str, system: str = SYSTEM_PROMPT) -> list[ChatMessage]:
-    return [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
+def to_messages(user: str, system: str | None = SYSTEM_PROMPT) -> list[ChatMessage]:
+    """The first turn; `system=None` sends no system message (the chat template's default applies)."""
+    turn = ChatMessage(role="user", content=user)
+    return [ChatMessage(role="system", content=system), turn] if system is not None else [turn]
 
 
 def reask_prompt(error: str, reply_format: str | None) -> str:

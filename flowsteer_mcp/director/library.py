@@ -51,11 +51,11 @@ class LibraryWorkflow(BaseModel):
         return str(json.loads(self.spec())["dsl"])
 
 
-def _op(operator: str, prompt: str, samples: int = 1) -> OperatorBlueprint:
+def _op(operator: str, prompt: str | None, samples: int = 1) -> OperatorBlueprint:
     return OperatorBlueprint(operator=operator, prompt=prompt, samples=samples)
 
 
-def _parallel(branches: list[tuple[str, str, int]]) -> ParallelBlueprint:
+def _parallel(branches: list[tuple[str, str | None, int]]) -> ParallelBlueprint:
     return ParallelBlueprint(
         operators=[name for name, _, _ in branches],
         prompts=[prompt for _, prompt, _ in branches],
@@ -79,6 +79,7 @@ _NUMBER = "Output only the final number."
 _SHORT = "Answer the question from the given information in a few words."
 _QA_VOTE = "Choose the short answer most candidates agree on."
 _SPAN = "Output only the short answer span."
+_DIRECT = None  # no prompt: a first solver then asks the direct call itself (operators.direct_call.fresh_start)
 
 
 def _entries(task_type: str, *items: tuple[str, str, list[StageBlueprint]]) -> dict[str, LibraryWorkflow]:
@@ -110,6 +111,16 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             "sample8-exec",
             "as sample4-exec with 8 draws: more chances to contain a passing program",
             [_op("Programmer", _CODE, samples=8), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
+            "direct4-exec",
+            "direct's own call drawn 4 times (the greedy draw is direct's answer); the sandbox picks",
+            [_op("Programmer", _DIRECT, samples=4), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
+            "direct8-exec",
+            "as direct4-exec with 8 draws",
+            [_op("Programmer", _DIRECT, samples=8), _op("ScEnsemble", _CODE_PICK)],
         ),
         (
             "exec-repair",
@@ -181,6 +192,21 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             [_parallel([("Programmer", _POT, 2), ("Custom", _COT, 2)]), _op("ScEnsemble", _MATH_VOTE)],
         ),
         (
+            "direct-sc4",
+            "self-consistency of direct's own call: 4 draws (the greedy one is direct's answer), equivalence vote",
+            [_op("Custom", _DIRECT, samples=4), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
+            "direct-sc8",
+            "as direct-sc4 with 8 draws",
+            [_op("Custom", _DIRECT, samples=8), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
+            "direct-sc4+pot4",
+            "direct's reasoning and executed programs err differently; all 8 answers voted together",
+            [_parallel([("Custom", _DIRECT, 4), ("Programmer", _POT, 4)]), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
             "pot4-vote-format",
             "pot4-vote with a final format step, for graders strict about the answer form",
             [_op("Programmer", _POT, samples=4), _op("ScEnsemble", _MATH_VOTE), _op("Format", _NUMBER)],
@@ -211,6 +237,11 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             "custom-vote",
             "5 free-form answers voted after normalisation; Custom follows the prompt more literally",
             [_op("Custom", _SHORT, samples=5), _op("ScEnsemble", _QA_VOTE)],
+        ),
+        (
+            "direct-sc5",
+            "self-consistency of direct's own call: 5 draws (the greedy one is direct's answer), normalised vote",
+            [_op("Custom", _DIRECT, samples=5), _op("ScEnsemble", _QA_VOTE)],
         ),
         (
             "greedy-format",

@@ -9,7 +9,8 @@ back as a `Failure` value, never as an exception or as an error string posing as
 Most operators make one such exchange the same way: compose the prompt from a job, context sections and the
 node's instruction, ask, and turn a `Failure` into the operator's error output. `ask_for_fields` (a structured
 reply) and `ask_for_program` (a program) do that once, so an operator's `run` states only what differs: its
-job, the context it shows, the reply it wants and how the reply becomes its output.
+job, the context it shows, the reply it wants and how the reply becomes its output. A solver with nothing but
+the task (`direct_call.fresh_start`) asks through `ask_directly` instead: the direct baseline's own call.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, TypeVar
 import structlog
 
 from operators.backends.base import GREEDY, BackendError, ChatMessage, ChatRequest
-from operators.base import OperatorOutput, OperatorRuntime, OperatorSpec
+from operators.base import OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec
+from operators.direct_call import direct_prompt, with_task_imports
 from operators.parsing import ReplyError, ReplySchema, extract_code, parse_reply
 from operators.prompting import (
     SYSTEM_PROMPT,
@@ -57,9 +59,10 @@ async def ask(
     accept: Callable[[str], Awaitable[T]],
     *,
     reply_format: str | None,
-    system: str = SYSTEM_PROMPT,
+    system: str | None = SYSTEM_PROMPT,
 ) -> T | Failure:
-    """Send `prompt`; return `accept(reply)`, re-asking with the quoted `ReplyError` on rejection."""
+    """Send `prompt`; return `accept(reply)`, re-asking with the quoted `ReplyError` on rejection.
+    `system=None` sends no system message of ours (the chat template's default applies)."""
     operator = spec.name
     messages = to_messages(prompt, system)
     attempts = 1 + max(0, runtime.max_reasks)
@@ -105,6 +108,21 @@ async def ask_fields(
         return fields
 
     return await ask(runtime, spec, prompt, accept, reply_format=describe_reply_format(schema))
+
+
+async def ask_directly(
+    runtime: OperatorRuntime,
+    spec: OperatorSpec,
+    inputs: OperatorInput,
+    accept: Callable[[str], Awaitable[T]],
+    *,
+    reply_format: str | None,
+) -> T | Failure:
+    """A fresh-start solver's call: the task put exactly as the `direct` baseline puts it (`direct_call`), with
+    no system message and no reply cap of ours, so its greedy draw is the direct answer."""
+    prompt = direct_prompt(inputs.problem, inputs.task_type, inputs.public_tests)
+    uncapped = spec.model_copy(update={"reply_tokens": None})
+    return await ask(runtime, uncapped, prompt, accept, reply_format=reply_format, system=None)
 
 
 def code_reply_format(entry_point: str | None) -> str:
@@ -170,14 +188,9 @@ async def ask_for_program(
     job: str,
     sections: Sequence[Section],
     instruction: str | None,
-    entry_point: str | None,
+    task: OperatorInput,
 ) -> OutputT:
-    """The program exchange: the reply must hold a program defining `entry_point`; it is `text` and `code`."""
-
-    async def accept(reply: str) -> OutputT:
-        code = extract_code(reply, entry_point=entry_point, require_entry_point=True)
-        return output_cls(text=code, code=code)
-
+    """The program exchange (`accept_program`)."""
     return await ask_for_output(
         runtime,
         spec,
@@ -185,6 +198,18 @@ async def ask_for_program(
         job=job,
         sections=sections,
         instruction=instruction,
-        reply_format=code_reply_format(entry_point),
-        accept=accept,
+        reply_format=code_reply_format(task.entry_point),
+        accept=accept_program(output_cls, task),
     )
+
+
+def accept_program(output_cls: type[OutputT], task: OperatorInput) -> Callable[[str], Awaitable[OutputT]]:
+    """Accepts a reply holding a program that defines the task's entry point; the program is `text` and `code`,
+    with the imports the task's stub declares added when the program leaves them out."""
+
+    async def accept(reply: str) -> OutputT:
+        code = extract_code(reply, entry_point=task.entry_point, require_entry_point=True)
+        code = with_task_imports(code, task.problem)
+        return output_cls(text=code, code=code)
+
+    return accept

@@ -3,9 +3,11 @@
 Both decide programmatically when the candidates make the answer obvious and consult the executor only
 otherwise; the node's instruction is passed to the executor whenever it is consulted. For code tasks
 ScEnsemble lets execution judge (`code_selection`: the most public tests passed, then the largest
-behaviour group); for other tasks it votes on answers. Asking the executor for a `<choice>` is the last
-resort: a tie without evidence, or code that execution cannot judge (no entry point, no tests and no
-usable inputs, or a sandbox that runs nothing here).
+behaviour group); for other tasks it votes on answers, and a tie goes to the earliest leading answer: a
+sampled node's first draw is its greedy one (for a fresh-start solver, the direct answer), so without a
+majority the workflow keeps what answering alone would give rather than a 0.5B executor's opinion. Asking the
+executor for a `<choice>` is the last resort: candidates with no answer to compare, or code that execution
+cannot judge (no entry point, no tests and no usable inputs, or a sandbox that runs nothing here).
 """
 
 from __future__ import annotations
@@ -133,6 +135,10 @@ class ScEnsemble(Operator):
             return EnsembleOutput(
                 text=candidates[winner], index=winner, votes=votes, decided_by="vote", note=fallback_note
             )
+        if inputs.task_type != "code" and any(votes):
+            earliest = next(i for i, size in enumerate(votes) if size == max(votes))
+            note = f"no majority ({max(votes)} vote(s) at most): the earliest of the leading answers is kept"
+            return EnsembleOutput(text=candidates[earliest], index=earliest, votes=votes, decided_by="vote", note=note)
         choice = await ask_choice(runtime, self.spec, inputs, _CHOOSE_JOB, [candidates[i] for i in tied])
         if isinstance(choice, Failure):
             return choice.as_output(EnsembleOutput)

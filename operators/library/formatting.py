@@ -110,5 +110,5 @@ class Format(Operator):
             job=_FORMAT_CODE_JOB,
             sections=context_sections(inputs, solution=True),
             instruction=inputs.instruction,
-            entry_point=inputs.entry_point,
+            task=inputs,
         )

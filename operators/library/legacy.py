@@ -41,7 +41,7 @@ class CustomCodeGenerate(Operator):
             job=_CODE_JOB,
             sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
             instruction=inputs.instruction,
-            entry_point=inputs.entry_point,
+            task=inputs,
         )
 
 

@@ -106,7 +106,7 @@ class Revise(Operator):
             job=_JOB_WITH_FEEDBACK if inputs.feedback else _JOB_WITHOUT_FEEDBACK,
             sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
             instruction=inputs.instruction,
-            entry_point=inputs.entry_point,
+            task=inputs,
         )
 
     async def _ask_text(self, inputs: OperatorInput, runtime: OperatorRuntime, note: str) -> ReviseOutput:

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
+from operators.direct_call import fresh_start, with_task_imports
 from operators.library._dialogue import (
     Failure,
+    accept_program,
     ask,
+    ask_directly,
     ask_for_fields,
     ask_for_output,
     ask_for_program,
@@ -53,6 +56,8 @@ class Custom(Operator):
     output_model = CustomOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CustomOutput:
+        if fresh_start(inputs):
+            return await self._run_directly(inputs, runtime)
         instruction = (inputs.instruction or "").strip()
         job = (
             f"Carry out the following instruction for the problem below.\n{instruction}"
@@ -68,7 +73,7 @@ class Custom(Operator):
                 job=job,
                 sections=sections,
                 instruction=None,
-                entry_point=inputs.entry_point,
+                task=inputs,
             )
         return await ask_for_output(
             runtime,
@@ -80,6 +85,16 @@ class Custom(Operator):
             reply_format=_TEXT_REPLY_FORMAT,
             accept=_accept_text,
         )
+
+    async def _run_directly(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CustomOutput:
+        """Nothing but the task: the direct call, so the node's greedy draw is the direct answer."""
+        if inputs.task_type == "code":
+            accept = accept_program(CustomOutput, inputs)
+            reply_format = code_reply_format(inputs.entry_point)
+            result = await ask_directly(runtime, self.spec, inputs, accept, reply_format=reply_format)
+        else:
+            result = await ask_directly(runtime, self.spec, inputs, _accept_text, reply_format=None)
+        return result.as_output(CustomOutput) if isinstance(result, Failure) else result
 
 
 async def _accept_text(reply: str) -> CustomOutput:
@@ -190,18 +205,13 @@ class Programmer(Operator):
         is_code = inputs.task_type == "code"
         entry_point = inputs.entry_point if is_code else "solve"
         reply_format = code_reply_format(entry_point)
-        prompt = compose_prompt(
-            job=_code_job(entry_point) if is_code else _CALC_JOB,
-            sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
-            instruction=inputs.instruction,
-            reply_format=reply_format,
-        )
         attempts = _ProgramAttempts()
 
         async def accept(reply: str) -> ProgrammerOutput:
             attempts.count += 1
             code = extract_code(reply, entry_point=entry_point, require_entry_point=entry_point is not None)
             if is_code:
+                code = with_task_imports(code, inputs.problem)
                 summary = await execute(code, entry_point=entry_point, timeout_s=runtime.sandbox_timeout_s)
                 attempts.last = summary
                 if not summary.succeeded:
@@ -220,7 +230,16 @@ class Programmer(Operator):
                 note=f"program-of-thought: {how} value {_preview(value)}",
             )
 
-        result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
+        if is_code and fresh_start(inputs):  # the direct call; program-of-thought has no direct counterpart
+            result = await ask_directly(runtime, self.spec, inputs, accept, reply_format=reply_format)
+        else:
+            prompt = compose_prompt(
+                job=_code_job(entry_point) if is_code else _CALC_JOB,
+                sections=context_sections(inputs, solution=True, feedback=True, guidance=True),
+                instruction=inputs.instruction,
+                reply_format=reply_format,
+            )
+            result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
         if isinstance(result, Failure):
             return ProgrammerOutput(ok=False, error=result.error, execution=attempts.last, attempts=attempts.count)
         return result

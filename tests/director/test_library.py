@@ -11,6 +11,7 @@ from mcp import Client
 
 from flowsteer_mcp.canvas.blueprint import ConditionalBlueprint, OperatorBlueprint, ParallelBlueprint
 from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.director.direct import DirectDirector
 from flowsteer_mcp.director.library import (
     DEFAULT_WORKFLOW,
     LIBRARY,
@@ -21,7 +22,12 @@ from flowsteer_mcp.director.library import (
 )
 from flowsteer_mcp.director.link import CanvasLink
 from flowsteer_mcp.director.template import TemplateDirector
+from flowsteer_mcp.engine import WorkflowEngine
 from flowsteer_mcp.server import build_server
+from operators.backends.base import GREEDY
+from operators.backends.scripted import ScriptedBackend
+from operators.registry import default_registry
+from operators.specs import BUILTIN_SPECS
 from tests.support.scripted_executor import ScriptedExecutor
 
 ENTRIES = [entry for entries in LIBRARY.values() for entry in entries.values()]
@@ -72,7 +78,8 @@ async def test_every_entry_imports_through_the_mcp_server_unchanged(entry: Libra
         exported = await link.call("export_workflow", workflow_id=created["workflow_id"], format="json")
     assert created["state"]["dsl"] == entry.dsl()
     assert json.loads(exported["content"]) == json.loads(entry.spec())  # prompts and samples survive the import
-    assert all(node.prompt for node in entry.graph().iter_operator_nodes())  # every node has a short instruction
+    for node in entry.graph().iter_operator_nodes():  # a short instruction, or none where a solver asks directly
+        assert node.prompt or BUILTIN_SPECS[node.operator].solver, f"{entry.name}: {node.operator} has no prompt"
 
 
 def _typed_tool_calls(entry: LibraryWorkflow) -> list[tuple[str, dict[str, Any]]]:
@@ -161,3 +168,23 @@ def test_flowsteer_solve_accepts_library_workflows_and_refuses_unknown_ones(
     with pytest.raises(SystemExit):
         _parser().parse_args(["What is 2+2?", "--director", "template:nope"])
     assert "unknown workflow 'nope'" in capsys.readouterr().err
+
+
+MATH_TASK = TaskSpec(problem="Tom has 3 apples and buys 4 more. How many apples does he have?", task_type="math")
+
+
+async def test_a_direct_entry_draws_direct_s_own_call_first_then_samples_it() -> None:
+    """direct-sc4 through the MCP tools on the real engine: its greedy draw sends exactly the request the direct
+    baseline sends, the 3 sampled draws share that prompt, and a tie keeps the greedy (direct) answer."""
+    replies = iter(["so \\boxed{7}", "\\boxed{7}", "\\boxed{8}", "\\boxed{6}"])
+    backend = ScriptedBackend(rules=[lambda request: next(replies)])
+    baseline = ScriptedBackend(["so \\boxed{7}"])
+    direct = await DirectDirector(baseline).run(MATH_TASK)
+    server = build_server(executor=WorkflowEngine(default_registry(), backend))
+    async with Client(server.mcp) as client:
+        result = await TemplateDirector("direct-sc4").run(MATH_TASK, client)
+    assert result.error is None and result.answer == direct.answer == "so \\boxed{7}"
+    greedy = next(r for r in [*backend.requests, *(request for request, _ in backend.batches)] if r.draw == GREEDY)
+    assert greedy.messages == baseline.requests[0].messages
+    sampled = [(request, n) for request, n in backend.batches if request.draw != GREEDY]
+    assert [(r.messages, n) for r, n in sampled] == [(greedy.messages, 3)]

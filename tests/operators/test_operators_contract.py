@@ -44,7 +44,11 @@ CASES: dict[str, Case] = {
         "<independent_answer>7</independent_answer><verdict>correct</verdict><confidence>high</confidence>",
     ),
     "Revise": Case(_inputs(solution="6 m", feedback="3 + 4 is 7"), "<solution>7 m</solution>"),
-    "ScEnsemble": Case(_inputs(candidates=["7", "6"]), "<choice>1</choice>"),
+    # Code with no entry point: execution cannot judge and two different programs tie, so the executor chooses
+    # (an answer vote's tie keeps the earliest answer without a call).
+    "ScEnsemble": Case(
+        _inputs(candidates=["total = 7", "total = 6"]).model_copy(update={"task_type": "code"}), "<choice>1</choice>"
+    ),
     "Aggregate": Case(_inputs(candidates=["7 m", "seven metres and change"]), "<answer>7 m</answer>"),
     "Format": Case(_inputs(solution="Adding gives 7 metres in total."), "<answer>7</answer>"),
     "CustomCodeGenerate": Case(

@@ -31,9 +31,24 @@ async def test_clear_majority_needs_no_llm_call() -> None:
     assert backend.requests == []
 
 
-async def test_tie_is_broken_by_the_llm_among_the_tied_answers_only() -> None:
+async def test_answer_tie_keeps_the_earliest_leading_answer_without_a_call() -> None:
+    # A sampled node's first draw is greedy, so the earliest answer is the one answering alone would give.
+    backend = ScriptedBackend(name="never-called")
+    inputs = OperatorInput(problem="?", task_type="math", candidates=["11", "\\boxed{9}", "7", "9.0", "7"])
+    output = await ScEnsemble().run(inputs, OperatorRuntime(llm=backend))
+    assert (output.index, output.decided_by, output.votes) == (1, "vote", [1, 2, 2, 2, 2])
+    assert output.note is not None and "earliest of the leading answers" in output.note
+    all_different = OperatorInput(problem="?", task_type="qa", candidates=["Rome", "Oslo", "Bern"])
+    output = await ScEnsemble().run(all_different, OperatorRuntime(llm=backend))
+    assert (output.index, output.text) == (0, "Rome")
+    assert backend.requests == []
+
+
+async def test_code_tie_without_execution_is_broken_by_the_llm_among_the_tied_only() -> None:
     backend = ScriptedBackend(["<reason>second is right</reason><choice>2</choice>"])
-    inputs = OperatorInput(problem="?", candidates=["7", "9", "7", "9", "11"], instruction="Prefer exact values.")
+    inputs = OperatorInput(
+        problem="?", task_type="code", candidates=["7", "9", "7", "9", "11"], instruction="Prefer exact values."
+    )
     output = await ScEnsemble().run(inputs, OperatorRuntime(llm=backend))
     assert (output.index, output.text, output.decided_by) == (1, "9", "llm")
     prompt = backend.prompts[0]
@@ -45,7 +60,8 @@ async def test_tie_is_broken_by_the_llm_among_the_tied_answers_only() -> None:
 async def test_choice_from_stray_letter_is_never_guessed() -> None:
     backend = ScriptedBackend(["I would pick B.", "<choice>B</choice>", "<choice>5</choice>", "<choice>1</choice>"])
     runtime = OperatorRuntime(llm=backend, max_reasks=3)
-    output = await ScEnsemble().run(OperatorInput(problem="?", candidates=["x", "y"]), runtime)
+    code = OperatorInput(problem="?", task_type="code", candidates=["x = 1", "y = 2"])
+    output = await ScEnsemble().run(code, runtime)
     assert (output.ok, output.index) == (True, 0)
     errors = [request.messages[-1].content for request in backend.requests[1:]]
     assert "<choice> is missing" in errors[0]

@@ -45,7 +45,8 @@ async def test_custom_instruction_is_the_job_and_context_is_shown() -> None:
 
 async def test_custom_without_instruction_solves() -> None:
     backend = ScriptedBackend(["7"])
-    output = await Custom().run(OperatorInput(problem="3+4?"), _runtime(backend))
+    inputs = OperatorInput(problem="3+4?", guidance=["Add the two numbers."])  # not a fresh start
+    output = await Custom().run(inputs, _runtime(backend))
     assert output.text == "7"
     assert backend.prompts[0].startswith("Solve the problem below.")
 
@@ -121,19 +122,25 @@ async def test_programmer_code_task_loads_the_function() -> None:
     output = await Programmer().run(inputs, _runtime(backend))
     assert output.ok, output.error
     assert output.text == output.code == code
-    assert "`is_even`" in backend.prompts[0]
     assert "ModuleNotFoundError" in backend.prompts[1] or "nonexistent_module_xyz" in backend.prompts[1]
 
 
+@pytest.mark.parametrize("instruction", [None, "Handle the empty string."])
 @pytest.mark.parametrize("operator", [Programmer, Custom])
-async def test_code_solvers_see_the_example_tests_that_direct_sees(operator: type[Programmer] | type[Custom]) -> None:
-    """A workflow step must not know less than one direct call: the visible tests fix the output form."""
+async def test_code_solvers_see_the_example_tests_that_direct_sees(
+    operator: type[Programmer] | type[Custom], instruction: str | None
+) -> None:
+    """A workflow step must not know less than one direct call: the visible tests fix the output form. Without
+    an instruction the step is the direct call itself; with one, the tests are a section of the step's prompt."""
     backend = ScriptedBackend([_py('def check(s):\n    return "Valid"')])
     tests = 'assert check("abba") == "Valid"'
-    inputs = OperatorInput(problem="Check the ends.", task_type="code", entry_point="check", public_tests=tests)
+    inputs = OperatorInput(
+        problem="Check the ends.", task_type="code", entry_point="check", public_tests=tests, instruction=instruction
+    )
     output = await operator().run(inputs, _runtime(backend))
     assert output.ok, output.error
-    assert f"## Example tests\n{tests}" in backend.prompts[0]
+    heading = "## Example tests\n" if instruction else "Example tests:\n"
+    assert heading + tests in backend.prompts[0]
 
 
 async def test_example_tests_are_not_shown_outside_code_tasks() -> None:
