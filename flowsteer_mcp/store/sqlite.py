@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio.to_thread
 import structlog
@@ -62,10 +63,17 @@ def _unusable(path: Path, error: sqlite3.Error) -> StoreSchemaError:
 class SQLiteStore:
     persistent = True
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        """Open (creating when needed) the database at `path`. With `read_only`, the file must exist at the
+        current schema and is opened through SQLite's `mode=ro`, so this connection can never write (a
+        viewer following a file a server writes); it still sees every transaction that server commits."""
         self.path = path
+        self.read_only = read_only
         self._lock = threading.Lock()
+        if read_only:
+            self._conn = self._connect_read_only(path)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as error:
@@ -81,6 +89,28 @@ class SQLiteStore:
         except BaseException:
             self._conn.close()
             raise
+
+    @staticmethod
+    def _connect_read_only(path: Path) -> sqlite3.Connection:
+        if not path.is_file():
+            raise StoreSchemaError(f"{path} does not exist; pass the --store sqlite:PATH a server writes.")
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as error:
+            raise _unusable(path, error) from None
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.DatabaseError as error:
+            conn.close()
+            raise _unusable(path, error) from None
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise StoreSchemaError(
+                f"{path} has workflow schema version {version}; a read-only open needs version {SCHEMA_VERSION} "
+                "(start a flowsteer-mcp server on it once to migrate it)."
+            )
+        return conn
 
     # ----- schema ------------------------------------------------------------------------------------------
     def _prepare_schema(self) -> None:
@@ -179,6 +209,11 @@ class SQLiteStore:
                 histories.setdefault(workflow_id, []).append(entry)
         return [self._assemble(row, histories.get(row[0], [])) for row in rows]
 
+    def _versions(self) -> dict[str, float]:
+        with self._lock:
+            rows = self._conn.execute("SELECT workflow_id, updated_at FROM workflows")
+            return {workflow_id: updated_at for workflow_id, updated_at in rows}
+
     def _count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM workflows").fetchone()[0])
@@ -244,6 +279,10 @@ class SQLiteStore:
 
     async def list(self) -> list[StoredWorkflow]:
         return await anyio.to_thread.run_sync(self._list)
+
+    async def versions(self) -> dict[str, float]:
+        """`workflow_id -> updated_at` of every workflow, without loading states (what a change follower polls)."""
+        return await anyio.to_thread.run_sync(self._versions)
 
     async def count(self) -> int:
         return await anyio.to_thread.run_sync(self._count)

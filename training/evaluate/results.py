@@ -54,6 +54,8 @@ class ItemResult(BaseModel):
     policy_tokens: int = 0
     wall_s: float = 0.0
     error: str | None = None
+    # per-node trace of the episode's final run (NodeTrace rows, outputs clipped); older journals lack it
+    trace: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def failed(self) -> bool:

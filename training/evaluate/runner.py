@@ -30,6 +30,19 @@ __all__ = ["MakeClient", "ScoreFn", "describe_error", "evaluate", "run_episode"]
 
 log = structlog.get_logger(__name__)
 
+TRACE_OUTPUT_CHARS = 2000  # a trace row's output kept in the journal: enough to read, not a copy of every run
+
+
+def _clipped_trace(trace: Sequence[dict[str, object]]) -> list[dict[str, object]]:
+    """The final run's trace as the journal keeps it: each row's `output` cut to `TRACE_OUTPUT_CHARS`."""
+    rows = []
+    for row in trace:
+        output = row.get("output")
+        if isinstance(output, str) and len(output) > TRACE_OUTPUT_CHARS:
+            row = {**row, "output": output[:TRACE_OUTPUT_CHARS]}
+        rows.append(row)
+    return rows
+
 
 def _failed_item(base: ItemResult, error: str, wall_s: float) -> ItemResult:
     return base.model_copy(update={"error": error, "wall_s": wall_s, "score_method": "episode_error"})
@@ -49,6 +62,7 @@ def _item_from_episode(base: ItemResult, episode: EpisodeResult, wall_s: float) 
             "policy_tokens": episode.policy_tokens,
             "wall_s": wall_s,
             "error": episode.error,
+            "trace": _clipped_trace(episode.trace),
         }
     )
 
