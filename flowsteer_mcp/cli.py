@@ -4,7 +4,6 @@ that another server process writes). The `flowsteer` command lives in `training.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
@@ -16,8 +15,6 @@ from flowsteer_mcp.logs import configure_logging
 
 if TYPE_CHECKING:
     from pydantic import SecretStr, ValidationError
-
-    from flowsteer_mcp.store.base import WorkflowStore
 
 
 def _server_parser() -> argparse.ArgumentParser:
@@ -113,6 +110,7 @@ def view_main(argv: list[str]) -> int:
     """`flowsteer-mcp view`: exit 2, with a one-line reason, for anything it refuses before listening."""
     from flowsteer_mcp.server.host_policy import check_bind
     from flowsteer_mcp.store.sqlite import SQLiteStore
+    from flowsteer_mcp.viewer.app import serve_viewer
 
     args = _view_parser().parse_args(argv)
     configure_logging(args.log_level)
@@ -128,35 +126,10 @@ def view_main(argv: list[str]) -> int:
         return 2
     secret = token.get_secret_value() if token is not None else None
     try:
-        anyio.run(_serve_viewer, store, args.host, args.port, secret, args.poll)
+        anyio.run(serve_viewer, store, args.host, args.port, secret, args.poll)
     finally:
         anyio.run(store.close)
     return 0
-
-
-async def _serve_viewer(store: WorkflowStore, host: str, port: int, token: str | None, poll_s: float) -> None:
-    import uvicorn
-    from starlette.types import ASGIApp
-
-    from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy
-    from flowsteer_mcp.viewer.app import ViewerServer, viewer_app
-
-    bind = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    viewer = viewer_app(store, token=token, base_path="/view", poll_s=poll_s)
-    policy = HostPolicy.for_server(bind, [], authenticated=token is not None)
-    app: ASGIApp = HostGuard(viewer, policy) if policy is not None else viewer
-    config = uvicorn.Config(
-        app, host=bind, port=port, log_level="warning", timeout_graceful_shutdown=math.ceil(poll_s) + 5
-    )
-    server = ViewerServer(config, viewer.state.feed)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        while not server.started:
-            if server.should_exit:
-                return
-            await anyio.sleep(0.05)
-        shown = f"[{bind}]" if ":" in bind else bind
-        print(f"viewer: http://{shown}:{port}/view/", flush=True)
 
 
 def mcp_main(argv: list[str] | None = None) -> int:

@@ -7,17 +7,21 @@ which sets a cookie and changes no workflow.
 
 from __future__ import annotations
 
+import math
 import socket
 from functools import cache
 from importlib.resources import files
 
+import anyio
 import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
+from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy
 from flowsteer_mcp.store.base import WorkflowStore
 from flowsteer_mcp.viewer import pages
 from flowsteer_mcp.viewer.follow import ChangeFeed, event_stream
@@ -124,3 +128,24 @@ class ViewerServer(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.feed.close()
         await super().shutdown(sockets)
+
+
+async def serve_viewer(store: WorkflowStore, host: str, port: int, token: str | None, poll_s: float) -> None:
+    """Serve the viewer alone (`flowsteer-mcp view`) behind the MCP server's Host check; prints
+    `viewer: URL` once it listens, which is what scripts (and `make demo`) wait for."""
+    bind = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    viewer = viewer_app(store, token=token, base_path="/view", poll_s=poll_s)
+    policy = HostPolicy.for_server(bind, [], authenticated=token is not None)
+    app: ASGIApp = HostGuard(viewer, policy) if policy is not None else viewer
+    config = uvicorn.Config(
+        app, host=bind, port=port, log_level="warning", timeout_graceful_shutdown=math.ceil(poll_s) + 5
+    )
+    server = ViewerServer(config, viewer.state.feed)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.05)
+        shown = f"[{bind}]" if ":" in bind else bind
+        print(f"viewer: http://{shown}:{port}/view/", flush=True)
