@@ -15,8 +15,9 @@ from urllib.parse import quote
 from flowsteer_mcp.canvas.dsl import render
 from flowsteer_mcp.canvas.execution import ExecutionReport, NodeTrace
 from flowsteer_mcp.canvas.model import WorkflowGraph
-from flowsteer_mcp.canvas.session import HistoryEntry
+from flowsteer_mcp.canvas.session import HistoryEntry, PendingEdit
 from flowsteer_mcp.store.base import StoredWorkflow
+from flowsteer_mcp.viewer.graph_svg import render_graph_svg
 
 PREVIEW_CHARS = 300  # trace output preview
 TASK_PREVIEW_CHARS = 120  # task column of the list
@@ -84,11 +85,21 @@ def list_page(records: Sequence[StoredWorkflow], base_path: str) -> str:
 
 # ----- one workflow ----------------------------------------------------------------------------------------
 def graph_html(graph: WorkflowGraph, trace: Sequence[NodeTrace]) -> str:
-    try:
-        from flowsteer_mcp.viewer.graph_svg import render_graph_svg
-    except ImportError:  # the renderer is a sibling module; the pages still work (and say so) without it
-        return '<p class="no-graph">(graph rendering unavailable)</p>'
     return render_graph_svg(graph, trace)
+
+
+def pending_html(pending: PendingEdit | None) -> str:
+    """An add or modify waiting for its prompt turns: not on the graph yet, but what the director is doing."""
+    if pending is None:
+        return ""
+    nodes = ", ".join(
+        f"{operator} ({node})" for operator, node in zip(pending.operators, pending.node_ids, strict=False)
+    )
+    received = sum(prompt is not None for prompt in pending.prompts)
+    return (
+        f'<p id="pending">Pending edit: {text(nodes)}, {received} of {len(pending.slots)} prompt turn(s) '
+        "received; it joins the graph once its prompts have arrived and the workflow has run with it.</p>"
+    )
 
 
 def history_html(history: Sequence[HistoryEntry]) -> str:
@@ -167,7 +178,7 @@ def canvas_fragment(record: StoredWorkflow) -> str:
         f"updated {text(stamp(record.updated_at))}</p>"
         f'<h2>Task</h2><pre id="task">{text(state.task.problem)}</pre>'
         f'<h2>Workflow</h2><pre id="dsl">{text(render(state.graph) or "(empty)")}</pre>'
-        f'<div id="graph">{graph_html(state.graph, trace)}</div>'
+        f'<div id="graph">{graph_html(state.graph, trace)}</div>{pending_html(state.pending)}'
         f"{end_html(record)}"
         f"<h2>Last run</h2>{trace_html(state.last_execution)}"
         f'<h2>Feedback</h2><p id="feedback">{text(state.last_feedback)}</p>'

@@ -308,3 +308,23 @@ def test_view_command_follows_a_sqlite_file(tmp_path: Path) -> None:
             os.kill(process.pid, signal.SIGTERM)
             process.wait(timeout=20)
         anyio.run(writer.close)
+
+
+async def test_a_pending_edit_shows_before_it_joins_the_graph() -> None:
+    """An add waiting for its prompt turn is not on the graph yet; the page says what is pending."""
+    from mcp import Client
+
+    from tests.support.scripted_executor import ScriptedExecutor
+
+    server = build_server(executor=ScriptedExecutor())
+    async with Client(server.mcp) as client:
+        created = await client.call_tool("create_workflow", {"task": "What is 6*7?", "task_type": "math"})
+        workflow_id = created.structured_content["workflow_id"]  # type: ignore[index]
+        await client.call_tool(
+            "act", {"workflow_id": workflow_id, "text": "<action>add</action><operator>Programmer</operator><prompt>"}
+        )
+    app = viewer_app(server.bench.store, token=None)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as web:
+        fragment = (await web.get(f"/view/w/{workflow_id}/fragment")).text
+    assert 'id="pending"' in fragment and "Programmer (node_1), 0 of 1 prompt turn(s) received" in fragment
+    assert 'class="node' not in fragment.split('id="graph"')[1].split('id="pending"')[0]
