@@ -1,7 +1,8 @@
-"""The `flowsteer` command: models, demo, serve, solve, eval, train, view.
+"""The `flowsteer` command: models, demo, serve, solve, eval, train, traces, view.
 
-`models`, `demo`, `serve`, `solve` and `view` hand their arguments to the module that owns them; `eval` runs the
-evaluation harness (`training.evaluate`). Logs go to stderr; stdout carries only results (the Markdown report).
+`models`, `demo`, `serve`, `solve`, `traces` and `view` hand their arguments to the module that owns them; `eval`
+runs the evaluation harness (`training.evaluate`). Logs go to stderr; stdout carries only results (the Markdown
+report).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The top-level parser and its `eval` sub-parser (kept for the cross-argument checks)."""
     parser = argparse.ArgumentParser(
-        prog="flowsteer", description="FlowSteer: models, demo, serve, solve, eval, train, view."
+        prog="flowsteer", description="FlowSteer: models, demo, serve, solve, eval, train, traces, view."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("models", help="prepare or list local executor models (models prepare NAME | models list)")
@@ -172,7 +173,12 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "(one table per dataset) and print the Markdown.",
     )
     _add_eval_arguments(eval_parser)
-    commands.add_parser("train", help="CWRPO training: train --config configs/cpu-smoke.yaml [--resume]")
+    commands.add_parser(
+        "train", help="CWRPO training: train --config configs/cpu-smoke.yaml [--resume]; warm start: train sft --config"
+    )
+    commands.add_parser(
+        "traces", help="scripted Flow-Director transcripts for warm start: traces collect --data FILE --out DIR ..."
+    )
     commands.add_parser("view", help="browse an evaluation or training run folder in a web browser: view RUN_DIR")
     return parser, eval_parser
 
@@ -222,9 +228,48 @@ def _solve(argv: list[str]) -> int:
 
 
 def _train(argv: list[str]) -> int:
+    if argv[:1] == ["sft"]:
+        return _train_sft(argv[1:])
     from training.train.cli import train_main
 
     return train_main(argv)
+
+
+def _train_sft(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="flowsteer train sft",
+        description="Supervised warm start: LoRA fine-tuning of the policy on Flow-Director transcripts (the "
+        "config's sft: section), loss on the action tokens only; reports the held-out valid-action share.",
+    )
+    parser.add_argument("--config", required=True, help="training config (YAML) with an sft: section")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in sft.out_dir")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
+    from operators.models.catalog import UnknownModelError
+    from operators.models.errors import ModelPrepareError
+    from training.errors import TrainingError
+    from training.sft.trainer import SftRun
+    from training.train.config import load_train_config
+
+    try:
+        summary = SftRun(load_train_config(args.config, args.overrides), resume=args.resume).run()
+    except (TrainingError, ModelPrepareError, UnknownModelError, ValueError) as error:
+        print(f"flowsteer train sft: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    print(
+        f"warm start steps {summary.first_step}..{summary.last_step}: loss {summary.final_loss}, held-out loss "
+        f"{summary.heldout_loss}, valid-action share {summary.valid_action_share}; adapter: {summary.adapter}"
+        + (f", merged model: {summary.merged}" if summary.merged else "")
+    )
+    return 0
+
+
+def _traces(argv: list[str]) -> int:
+    from training.traces.collect import traces_main
+
+    return traces_main(argv)
 
 
 def _view_parser() -> argparse.ArgumentParser:
@@ -280,6 +325,7 @@ _DELEGATED: dict[str, Callable[[list[str]], int]] = {
     "serve": _serve,
     "solve": _solve,
     "train": _train,
+    "traces": _traces,
     "view": _view,
 }
 

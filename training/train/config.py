@@ -161,6 +161,31 @@ class LoggingSettings(_Strict):
     progress: bool = True
 
 
+class SftSettings(_Strict):
+    """The supervised warm start (`flowsteer train sft`, docs/design/training.md, "Warm start"): LoRA fine-tuning
+    of `policy` on Flow-Director transcripts, loss on the action tokens only."""
+
+    data: list[str] = Field(min_length=1)  # transcript JSONL files or folders of them (`flowsteer traces collect`)
+    # "balanced": every workflow family contributes equally many episodes; "natural": as collected; a mapping
+    # {family: weight} weights families explicitly and leaves unlisted ones out.
+    mix: Literal["balanced", "natural"] | dict[str, Annotated[float, Field(ge=0.0)]] = "balanced"
+    out_dir: str = "runs/sft"
+    steps: int | None = Field(default=None, ge=1)  # optimizer steps; unset: `epochs` passes over the train split
+    epochs: float = Field(default=1.0, gt=0.0)
+    batch_size: int = Field(default=8, ge=1)  # turns per optimizer step
+    micro_batch_size: int = Field(default=4, ge=1)  # turns per forward/backward (gradient accumulation)
+    lr: float = Field(default=2.0e-4, gt=0.0)
+    warmup_steps: int = Field(default=0, ge=0)
+    min_lr_ratio: float = Field(default=0.1, ge=0.0, le=1.0)
+    grad_clip: float = Field(default=1.0, gt=0.0)
+    max_seq_len: int = Field(default=2048, ge=16)  # longer turns are left out: a cut observation misleads
+    held_out_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)  # of each family's episodes
+    valid_share_limit: int | None = Field(default=200, ge=1)  # held-out turns generated for the valid share
+    checkpoint_every: int = Field(default=50, ge=1)
+    keep_checkpoints: int = Field(default=2, ge=1)
+    export_merged: bool = False  # also write the adapter merged into the base model (a CWRPO policy.model)
+
+
 class TrainConfig(_Strict):
     run: RunSettings
     policy: PolicySettings
@@ -172,6 +197,7 @@ class TrainConfig(_Strict):
     optim: OptimSettings = Field(default_factory=OptimSettings)
     loss: LossSettings = Field(default_factory=LossSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    sft: SftSettings | None = None  # the warm start run by `flowsteer train sft`
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -187,7 +213,10 @@ class TrainConfig(_Strict):
         `--resume` refuses a checkpoint whose fingerprint differs: continuing with another learning rate or
         dataset would not be the same run. Extending `run.steps` is allowed.
         """
-        data = self.model_dump(mode="json", exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "python"}})
+        # `sft` is its own run (`flowsteer train sft`): a CWRPO run starts from its output through `policy.model`.
+        data = self.model_dump(
+            mode="json", exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "python"}, "sft": True}
+        )
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
