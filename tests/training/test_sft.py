@@ -26,6 +26,14 @@ from training.sft.valid_share import count_valid
 from training.train.config import parse_train_config
 from training.train.stream import StreamCursor
 
+
+@pytest.fixture(autouse=True)
+def _no_global_logging_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI configures structlog with cached loggers; in-process calls here must not freeze the logging of
+    the tests that run after them (their `capture_logs` would see nothing)."""
+    monkeypatch.setattr("training.cli.configure_logging", lambda *args, **kwargs: None)
+
+
 SYSTEM = (
     "You are the Flow-Director. Reply with exactly one action line, e.g. <action>add</action><operator>Plan</operator>"
 )

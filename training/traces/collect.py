@@ -96,7 +96,7 @@ def add_turn(stage: StageBlueprint, *, inline_prompt: bool = False) -> str:
     raise ValueError(f"no dialect turn for a {type(stage).__name__}")
 
 
-class _ScriptOver(Exception):
+class _ScriptOver(TrainingError):
     """The episode ended, or the canvas rejected a scripted turn (recorded as invalid): the script stops."""
 
 
