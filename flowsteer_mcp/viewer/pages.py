@@ -14,7 +14,6 @@ from urllib.parse import quote
 
 from flowsteer_mcp.canvas.dsl import render
 from flowsteer_mcp.canvas.execution import ExecutionReport, NodeTrace
-from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.session import HistoryEntry, PendingEdit
 from flowsteer_mcp.store.base import StoredWorkflow
 from flowsteer_mcp.viewer.graph_svg import render_graph_svg
@@ -84,10 +83,6 @@ def list_page(records: Sequence[StoredWorkflow], base_path: str) -> str:
 
 
 # ----- one workflow ----------------------------------------------------------------------------------------
-def graph_html(graph: WorkflowGraph, trace: Sequence[NodeTrace]) -> str:
-    return render_graph_svg(graph, trace)
-
-
 def pending_html(pending: PendingEdit | None) -> str:
     """An add or modify waiting for its prompt turns: not on the graph yet, but what the director is doing."""
     if pending is None:
@@ -178,7 +173,7 @@ def canvas_fragment(record: StoredWorkflow) -> str:
         f"updated {text(stamp(record.updated_at))}</p>"
         f'<h2>Task</h2><pre id="task">{text(state.task.problem)}</pre>'
         f'<h2>Workflow</h2><pre id="dsl">{text(render(state.graph) or "(empty)")}</pre>'
-        f'<div id="graph">{graph_html(state.graph, trace)}</div>{pending_html(state.pending)}'
+        f'<div id="graph">{render_graph_svg(state.graph, trace)}</div>{pending_html(state.pending)}'
         f"{end_html(record)}"
         f"<h2>Last run</h2>{trace_html(state.last_execution)}"
         f'<h2>Feedback</h2><p id="feedback">{text(state.last_feedback)}</p>'

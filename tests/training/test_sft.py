@@ -26,12 +26,8 @@ from training.sft.valid_share import count_valid
 from training.train.config import parse_train_config
 from training.train.stream import StreamCursor
 
-
-@pytest.fixture(autouse=True)
-def _no_global_logging_setup(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI configures structlog with cached loggers; in-process calls here must not freeze the logging of
-    the tests that run after them (their `capture_logs` would see nothing)."""
-    monkeypatch.setattr("training.cli.configure_logging", lambda *args, **kwargs: None)
+# In-process CLI calls must not configure (and cache) structlog for the tests after these.
+pytestmark = pytest.mark.usefixtures("no_cli_logging_setup")
 
 
 SYSTEM = (

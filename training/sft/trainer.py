@@ -26,7 +26,6 @@ from typing import Any
 
 import structlog
 import torch
-import yaml
 from pydantic import BaseModel
 from torch import Tensor
 
@@ -37,9 +36,9 @@ from training.train.batching import collate, micro_batches
 from training.train.checkpoint import (
     CheckpointError,
     CheckpointState,
-    checkpoint_folders,
     load_latest,
     now_iso,
+    prepare_run_folder,
     save_checkpoint,
 )
 from training.train.config import OptimSettings, SftSettings, TrainConfig, TrainConfigError
@@ -145,16 +144,13 @@ class SftRun:
         self.checkpoints = self.out_dir / "checkpoints"
 
     def _prepare_out_dir(self) -> None:
-        if not self.resume and checkpoint_folders(self.checkpoints):
-            raise CheckpointError(
-                f"{self.out_dir} already holds checkpoints of a warm start: pass --resume to continue it, "
-                "or set sft.out_dir to a new folder"
-            )
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        if not self.resume:
-            (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)
-        (self.out_dir / "config.yaml").write_text(
-            yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False), encoding="utf-8"
+        prepare_run_folder(
+            self.out_dir,
+            self.config.model_dump(mode="json"),
+            resume=self.resume,
+            refusal="already holds checkpoints of a warm start: pass --resume to continue it, or set sft.out_dir "
+            "to a new folder",
+            leftover_files=("metrics.jsonl",),
         )
 
     def run(self) -> SftSummary:
@@ -180,14 +176,7 @@ class SftRun:
         )
         steps = total_steps(settings, len(dataset.train))
         restored = load_latest(self.checkpoints, fingerprint=sft_fingerprint(config)) if self.resume else None
-        policy = PolicyModel.load(
-            model_dir,
-            config.policy.lora,
-            dtype=config.policy.dtype,
-            adapter_dir=restored.adapter_dir if restored else None,
-            gradient_checkpointing=config.policy.gradient_checkpointing,
-            chunk_size=config.optim.logprob_chunk,
-        )
+        policy = PolicyModel.for_config(model_dir, config, adapter_dir=restored.adapter_dir if restored else None)
         optim = OptimSettings(
             lr=settings.lr,
             warmup_steps=settings.warmup_steps if settings.warmup_steps < steps else 0,

@@ -95,6 +95,31 @@ def save_checkpoint(
     return final
 
 
+def prepare_run_folder(
+    out_dir: Path,
+    config_dump: dict[str, Any],
+    *,
+    resume: bool,
+    refusal: str,
+    leftover_files: tuple[str, ...] = (),
+    leftover_dirs: tuple[str, ...] = (),
+) -> None:
+    """Make `out_dir` ready for a run: refuse one that holds checkpoints unless resuming (`refusal` says what
+    to do instead), remove what a run that died before its first checkpoint left (it describes nothing now),
+    and write the resolved config as `config.yaml`."""
+    import yaml
+
+    if not resume and checkpoint_folders(out_dir / "checkpoints"):
+        raise CheckpointError(f"{out_dir} {refusal}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        for name in leftover_files:
+            (out_dir / name).unlink(missing_ok=True)
+        for name in leftover_dirs:
+            shutil.rmtree(out_dir / name, ignore_errors=True)
+    (out_dir / "config.yaml").write_text(yaml.safe_dump(config_dump, sort_keys=False), encoding="utf-8")
+
+
 def checkpoint_folders(root: Path) -> list[Path]:
     """Complete checkpoints under `root`, oldest first."""
     if not root.is_dir():

@@ -29,7 +29,6 @@ from typing import Any
 import anyio
 import structlog
 import torch
-import yaml
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 
@@ -42,9 +41,9 @@ from training.rollout import RolloutBatch, collect_groups, in_process_clients, r
 from training.train.checkpoint import (
     CheckpointError,
     CheckpointState,
-    checkpoint_folders,
     load_latest,
     now_iso,
+    prepare_run_folder,
     restore_rng,
     rng_state,
     save_checkpoint,
@@ -145,19 +144,14 @@ class Trainer:
         self.adapters = self.out_dir / "adapters"
 
     def _prepare_out_dir(self) -> None:
-        if not self.resume and checkpoint_folders(self.checkpoints):
-            raise CheckpointError(
-                f"{self.out_dir} already holds checkpoints of a run: pass --resume to continue it, "
-                "or set run.out_dir to a new folder"
-            )
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        if not self.resume:  # leftovers of a run that died before its first checkpoint describe nothing now
-            for name in ("metrics.jsonl", "batches.jsonl"):
-                (self.out_dir / name).unlink(missing_ok=True)
-            for name in ("tensorboard", "plots", "adapters"):
-                shutil.rmtree(self.out_dir / name, ignore_errors=True)
-        config_file = self.out_dir / "config.yaml"
-        config_file.write_text(yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+        prepare_run_folder(
+            self.out_dir,
+            self.config.model_dump(mode="json"),
+            resume=self.resume,
+            refusal="already holds checkpoints of a run: pass --resume to continue it, or set run.out_dir to a new folder",
+            leftover_files=("metrics.jsonl", "batches.jsonl"),
+            leftover_dirs=("tensorboard", "plots", "adapters"),
+        )
 
     async def run(self) -> TrainSummary:
         started = time.monotonic()
@@ -170,14 +164,7 @@ class Trainer:
         model_dir = resolve_policy_model(config.policy.model)
 
         restored = load_latest(self.checkpoints, fingerprint=config.fingerprint()) if self.resume else None
-        policy = PolicyModel.load(
-            model_dir,
-            config.policy.lora,
-            dtype=config.policy.dtype,
-            adapter_dir=restored.adapter_dir if restored else None,
-            gradient_checkpointing=config.policy.gradient_checkpointing,
-            chunk_size=config.optim.logprob_chunk,
-        )
+        policy = PolicyModel.for_config(model_dir, config, adapter_dir=restored.adapter_dir if restored else None)
         optimizer, scheduler = build_optimizer(policy.trainable_parameters(), config.optim, config.run.steps)
         done = 0
         if restored is not None:

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from training.logprobs import token_entropy, token_logprobs
 from training.train.batching import TokenBatch
-from training.train.config import LoraSettings
+from training.train.config import LoraSettings, TrainConfig
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +44,19 @@ class PolicyModel:
         self.pad_id = pad_id
         self.chunk_size = chunk_size
         disable_dropout(model)  # deterministic log-probs for the ratio: see the module docstring
+
+    @classmethod
+    def for_config(cls, model_dir: Path, config: TrainConfig, *, adapter_dir: Path | None = None) -> PolicyModel:
+        """The policy as a training config describes it (LoRA, dtype, checkpointing, log-prob chunks): what both
+        CWRPO and the warm start train, so they load it alike."""
+        return cls.load(
+            model_dir,
+            config.policy.lora,
+            dtype=config.policy.dtype,
+            adapter_dir=adapter_dir,
+            gradient_checkpointing=config.policy.gradient_checkpointing,
+            chunk_size=config.optim.logprob_chunk,
+        )
 
     @classmethod
     def load(
