@@ -174,7 +174,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     _add_eval_arguments(eval_parser)
     commands.add_parser(
-        "train", help="CWRPO training: train --config configs/cpu-smoke.yaml [--resume]; warm start: train sft --config"
+        "train",
+        help="CWRPO training: train --config configs/cpu-smoke.yaml [--resume]; warm start: train sft --config; "
+        "did it learn: train trend RUN_DIR",
     )
     commands.add_parser(
         "traces", help="scripted Flow-Director transcripts for warm start: traces collect --data FILE --out DIR ..."
@@ -230,6 +232,10 @@ def _solve(argv: list[str]) -> int:
 def _train(argv: list[str]) -> int:
     if argv[:1] == ["sft"]:
         return _train_sft(argv[1:])
+    if argv[:1] == ["trend"]:
+        from training.train.cli import trend_main
+
+        return trend_main(argv[1:])
     from training.train.cli import train_main
 
     return train_main(argv)

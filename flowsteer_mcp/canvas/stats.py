@@ -24,6 +24,9 @@ class GraphStats(BaseModel):
     has_loop: bool = False
     category_counts: dict[str, int] = {}
     has_checker: bool = False
+    # Sampling is a workflow family of its own (draw k, then select), which the operator names alone cannot show.
+    max_samples: int = 1  # the largest `samples` of any operator node
+    sampled_nodes: int = 0  # operator nodes drawn more than once
 
     @property
     def has_structure(self) -> bool:
@@ -35,7 +38,8 @@ class GraphStats(BaseModel):
 
 
 def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
-    names = [node.operator for node in graph.iter_operator_nodes()]
+    nodes = list(graph.iter_operator_nodes())
+    names = [node.operator for node in nodes]
     categories: Counter[str] = Counter()
     has_checker = False
     for name in names:
@@ -55,4 +59,6 @@ def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
         has_loop="loop" in structures,
         category_counts={c.value: categories.get(c.value, 0) for c in Category},
         has_checker=has_checker,
+        max_samples=max((node.samples for node in nodes), default=1),
+        sampled_nodes=sum(node.samples > 1 for node in nodes),
     )

@@ -18,6 +18,7 @@ from flowsteer_mcp.canvas.export import export_json, export_mermaid, import_dsl,
 from flowsteer_mcp.canvas.model import OperatorNode, ParallelStage, WorkflowGraph
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions
+from flowsteer_mcp.canvas.stats import graph_stats
 from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
@@ -246,3 +247,27 @@ async def test_typed_tools_set_samples() -> None:
         )
         assert "between 1 and 16" in (result_text(result) + json.dumps(result.structured_content))
         assert await tools.dsl(workflow_id) == "Custom{2} -> ScEnsemble"
+
+
+# -- graph statistics -----------------------------------------------------------------------------------------
+
+
+def test_graph_stats_count_sampled_nodes_and_the_largest_draw() -> None:
+    stats = graph_stats(import_dsl("Programmer{3} -> [Custom, Custom{2}] -> ScEnsemble", RULES), default_registry())
+    assert (stats.max_samples, stats.sampled_nodes) == (3, 2)
+    plain = graph_stats(import_dsl("Programmer -> ScEnsemble", RULES), default_registry())
+    assert (plain.max_samples, plain.sampled_nodes) == (1, 0)
+    assert (graph_stats(WorkflowGraph(), default_registry()).max_samples) == 1
+
+
+async def test_sampling_stats_reach_the_client_through_get_workflow() -> None:
+    server = build_server(
+        ServerSettings(), registry=default_registry(), executor=ScriptedExecutor(), store=MemoryStore()
+    )
+    async with entered_in_own_task(Client(server.mcp)) as client:
+        tools = ToolCaller(client)
+        workflow_id = await tools.create(options={"prompt_turns": False})
+        await tools.ok("add_operator", workflow_id=workflow_id, operator="Programmer", samples=4)
+        detail = await tools.ok("get_workflow", workflow_id=workflow_id)
+        assert detail["state"]["stats"]["max_samples"] == 4
+        assert detail["state"]["stats"]["sampled_nodes"] == 1

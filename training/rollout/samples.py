@@ -14,7 +14,7 @@ sampling it. Position 0 is always a prompt token, so its mask is 0.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -142,12 +142,16 @@ class EpisodeSample(BaseModel):
     group_id: str
     problem_id: str
     source: str
+    problem_type: str = ""  # code, math, qa, ...: workflow families depend on it
     rollout_index: int = Field(ge=0)
     sequences: list[TurnSample] = Field(default_factory=list)
     reward: RewardBreakdown
     advantage: float | None = None  # set by group_advantages once the whole group is in
     keep: bool = True  # False when its group was dropped (zero variance, when dropping is on)
     metrics: TrajectoryMetrics
+    # The graph stats the canvas returned at the end (empty for a failed trajectory): what the reward read, kept
+    # so the run's journal can say which workflow families the policy used.
+    stats: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def trainable(self) -> bool:

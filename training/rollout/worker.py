@@ -180,10 +180,12 @@ class _Trajectory:
             group_id=self.group_id,
             problem_id=self.problem.id,
             source=self.problem.source,
+            problem_type=self.problem.problem_type,
             rollout_index=self.rollout_index,
             sequences=sequences,
             reward=reward,
             metrics=metrics,
+            stats=dict(episode.stats) if status == "ok" and episode is not None and episode.stats else {},
         )
 
     async def _grade(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import anyio
 
@@ -75,4 +76,38 @@ def train_main(argv: list[str]) -> int:
         f"metrics: {summary.out_dir}/metrics.jsonl, plots: {summary.out_dir}/plots/, "
         f"checkpoints: {summary.out_dir}/checkpoints/"
     )
+    return 0
+
+
+def trend_main(argv: list[str]) -> int:
+    """`flowsteer train trend RUN_DIR`: the first-vs-last-quarter test of a run's per-trajectory journal."""
+    from training.train.trend import (
+        DEFAULT_RESAMPLES,
+        METRIC_KEYS,
+        TrendError,
+        journal_path,
+        read_points,
+        report_markdown,
+        trend_report,
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="flowsteer train trend",
+        description="Test whether a training run learned: per-trajectory values of the first vs the last quarter "
+        "of steps (difference of means, bootstrap 95%% CI, one-sided permutation p, Welch's t) and how the "
+        "workflow-family shares moved. Reads RUN_DIR/trajectories.jsonl.",
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run.out_dir of a `flowsteer train` run")
+    parser.add_argument("--metric", choices=list(METRIC_KEYS), default="reward", help="value compared (default reward)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of Markdown")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap and permutation draws")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (the report is reproducible)")
+    args = parser.parse_args(argv)
+    try:
+        points = read_points(journal_path(Path(args.run_dir)), args.metric)
+        report = trend_report(points, metric=args.metric, resamples=args.resamples, seed=args.seed)
+    except TrendError as error:
+        print(f"flowsteer train trend: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    print(report.model_dump_json(indent=2) if args.json else report_markdown(report), end="\n" if args.json else "")
     return 0

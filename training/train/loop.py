@@ -5,7 +5,9 @@ Per training step N (1-based), `Trainer._step` runs these phases on the run's `R
      tools, the policy generating on vLLM with the adapter `<run>@<N-1>`; grade, reward, group advantages;
   2. `_learn`: update the LoRA policy on those tokens (`update.policy_update`), step the learning-rate schedule;
   3. `_publish_adapter`: save `adapters/step-N`, publish `<run>@N` to vLLM, check that it changes what vLLM serves;
-  4. `_log_step`: the step's metrics (JSONL, TensorBoard) and the batch's problem ids (`batches.jsonl`);
+  4. `_log_step`: the step's metrics (JSONL, TensorBoard, workflow-family shares), the batch's problem ids
+     (`batches.jsonl`) and one journal row per trajectory (`trajectories.jsonl`, what `flowsteer train trend`
+     reads);
   5. `_checkpoint_if_due` (every `checkpoint_every` steps, and plots), last, so a checkpoint covers everything
      its step wrote.
 The learner and the generator run in turn, so the adapter a rollout used is always the newest one.
@@ -37,7 +39,7 @@ from flowsteer_mcp.director.policy import PolicyDirector
 from training.data import Problem, load_inputs
 from training.episodes import MakeClient
 from training.errors import TrainingError
-from training.rollout import RolloutBatch, collect_groups, in_process_clients, round_robin_remote
+from training.rollout import EpisodeSample, RolloutBatch, collect_groups, in_process_clients, round_robin_remote
 from training.train.checkpoint import (
     CheckpointError,
     CheckpointState,
@@ -49,6 +51,7 @@ from training.train.checkpoint import (
     save_checkpoint,
 )
 from training.train.config import TrainConfig
+from training.train.families import families_of, family_metrics
 from training.train.metrics import MetricsLog
 from training.train.optim import build_optimizer
 from training.train.plots import plot_metrics
@@ -62,6 +65,8 @@ from training.vllm import LoraSyncError
 log = structlog.get_logger(__name__)
 
 SYNC_PROBE = [{"role": "user", "content": "Design a workflow: add a Programmer, then a Test."}]
+BATCHES_FILE = "batches.jsonl"
+TRAJECTORIES_FILE = "trajectories.jsonl"
 PROGRESS_KEYS = {"R": "reward/total", "S": "reward/S", "valid": "rollout/valid_action_share", "kl": "loss/kl"}
 
 
@@ -149,7 +154,7 @@ class Trainer:
             self.config.model_dump(mode="json"),
             resume=self.resume,
             refusal="already holds checkpoints of a run: pass --resume to continue it, or set run.out_dir to a new folder",
-            leftover_files=("metrics.jsonl", "batches.jsonl"),
+            leftover_files=("metrics.jsonl", BATCHES_FILE, TRAJECTORIES_FILE),
             leftover_dirs=("tensorboard", "plots", "adapters"),
         )
 
@@ -179,7 +184,8 @@ class Trainer:
         with MetricsLog(self.out_dir, tensorboard=config.logging.tensorboard) as metrics:
             if restored is not None:
                 dropped = metrics.truncate_after(done)
-                _truncate_batches(self.out_dir / "batches.jsonl", done)
+                for journal in (BATCHES_FILE, TRAJECTORIES_FILE):
+                    _truncate_jsonl(self.out_dir / journal, done)
                 log.info("resuming", step=done, dropped_metric_rows=dropped, checkpoint=str(restored.folder))
             async with PolicyService(config, model_dir, self.out_dir / "vllm.log") as service:
                 if restored is not None:
@@ -345,9 +351,13 @@ class Trainer:
         return await self._verify_sync(run.service, run.policy)
 
     def _log_step(self, run: RunContext, outcome: StepOutcome) -> dict[str, float]:
-        """Phase 4: the step's metrics row and its batch's problem ids (what `--resume` and the plots read)."""
+        """Phase 4: the step's metrics row with its workflow-family shares, its batch's problem ids (what
+        `--resume` and the plots read) and one journal row per trajectory (what the trend test reads)."""
+        episodes = outcome.batch.episodes
+        rows = [trajectory_row(outcome.step, episode) for episode in episodes]
         values: dict[str, float] = {
             **outcome.batch.summary(),
+            **family_metrics([row["families"] for row in rows], [e.reward.total for e in episodes]),
             **outcome.learned,
             "data/epoch": float(run.stream.cursor.epoch),
             "time/rollout_s": outcome.batch.wall_s,
@@ -356,9 +366,10 @@ class Trainer:
         }
         run.metrics.write(outcome.step, values)
         _append_jsonl(
-            self.out_dir / "batches.jsonl",
+            self.out_dir / BATCHES_FILE,
             {"step": outcome.step, "adapter": outcome.adapter_used, "problems": [p.id for p in outcome.problems]},
         )
+        _append_jsonl(self.out_dir / TRAJECTORIES_FILE, *rows)
         return values
 
     def _checkpoint_if_due(self, run: RunContext, step: int) -> None:
@@ -426,13 +437,31 @@ def _require_some_success(batch: RolloutBatch, step: int) -> None:
         raise RolloutFailure(f"every trajectory of step {step} failed; the first error: {failed[0].metrics.error}")
 
 
-def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
+def trajectory_row(step: int, episode: EpisodeSample) -> dict[str, Any]:
+    """One trajectory's line in `trajectories.jsonl`: what it was, what it earned and which workflow families it
+    used, so statistics over trajectories (not only step means) can be computed after the run."""
+    return {
+        "step": step,
+        "episode_id": episode.episode_id,
+        "problem_id": episode.problem_id,
+        "source": episode.source,
+        "rollout_index": episode.rollout_index,
+        "status": episode.metrics.status,
+        **episode.reward.flat(),
+        "valid_action_share": episode.metrics.valid_action_share,
+        "families": sorted(families_of(episode.stats, episode.problem_type)),
+    }
+
+
+def _append_jsonl(path: Path, *rows: dict[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(row) + "\n")
+        handle.write("".join(json.dumps(row) + "\n" for row in rows))
         handle.flush()
 
 
-def _truncate_batches(path: Path, step: int) -> None:
+def _truncate_jsonl(path: Path, step: int) -> None:
+    """Drop the rows of steps after `step` (and a torn last line) from a per-step journal, atomically: a resumed
+    run redoes those steps and logs them again."""
     if not path.is_file():
         return
     kept = [line for line in path.read_text(encoding="utf-8").splitlines() if _row_step(line) <= step]

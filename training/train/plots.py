@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MOVING_AVERAGE_WINDOW = 5
 _PANEL_WIDTH_IN = 4.6
@@ -43,13 +44,17 @@ OPTIMISATION_KEYS = (
     "optim/lr",
 )
 SUMMARY_KEYS = ("reward/total", "reward/S", "rollout/valid_action_share", "loss/kl")
+FAMILY_SHARE_PREFIX = "family/"  # the loop's per-step workflow-family shares (training.train.families)
+FAMILIES_FILE = "families.png"
 
 
 def plot_metrics(rows: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
-    """Write `rewards.png`, `rollouts.png`, `optimisation.png` and `summary.png` into `out_dir`.
+    """Write `rewards.png`, `rollouts.png`, `optimisation.png`, `summary.png` and `families.png` into `out_dir`.
 
-    One subplot per metric that has at least one finite value; a file whose metrics are all absent is not
-    written (and a stale copy from an earlier plot is removed). Returns the written paths in that order.
+    One subplot per metric that has at least one finite value, except `families.png`: every workflow family's
+    share in one panel, so a shift from one family to another reads at a glance. A file whose metrics are all
+    absent is not written (and a stale copy from an earlier plot is removed). Returns the written paths in that
+    order.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -72,6 +77,14 @@ def plot_metrics(rows: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]
             continue
         _save_panels(ordered, shown, path, columns=columns)
         written.append(path)
+    shares = _family_share_keys(present)
+    path = out_dir / FAMILIES_FILE
+    if shares:
+        _save_shares(ordered, shares, path)
+        written.append(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
     return written
 
 
@@ -145,6 +158,40 @@ def _save_panels(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], path: P
     for index, key in enumerate(keys):
         axes = figure.add_subplot(nrows, columns, index + 1)
         _draw_metric(axes, key, steps, [_number(row.get(key)) for row in rows])
+    _write_png(figure, path)
+
+
+def _family_share_keys(present: Iterable[str]) -> list[str]:
+    """The family-share metrics present, in the families' table order (unknown names after, sorted)."""
+    from training.train.families import FAMILY_NAMES
+
+    keys = {key for key in present if key.startswith(FAMILY_SHARE_PREFIX)}
+    known = [f"{FAMILY_SHARE_PREFIX}{name}" for name in FAMILY_NAMES if f"{FAMILY_SHARE_PREFIX}{name}" in keys]
+    return known + sorted(keys.difference(known))
+
+
+def _save_shares(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(2 * _PANEL_WIDTH_IN, 1.5 * _PANEL_HEIGHT_IN))
+    FigureCanvasAgg(figure)
+    figure.subplots_adjust(left=0.08, right=0.72, bottom=0.12, top=0.9)
+    axes = figure.add_subplot(1, 1, 1)
+    steps = [float(_step(row) or 0) for row in rows]
+    for key in keys:
+        values = [_number(row.get(key)) for row in rows]
+        shares = [math.nan if value is None else value for value in values]
+        axes.plot(steps, shares, linewidth=1.2, marker="o", markersize=2.5, label=key.removeprefix(FAMILY_SHARE_PREFIX))
+    axes.set_title("workflow-family share of each step's trajectories", fontsize="medium")
+    axes.set_xlabel("optimizer step")
+    axes.set_ylim(-0.02, 1.02)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    _write_png(figure, path)
+
+
+def _write_png(figure: Figure, path: Path) -> None:
     # Write under a temporary name, then rename: a viewer never sees a half-written PNG.
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png.tmp")
     os.close(fd)
