@@ -50,7 +50,8 @@ def _viewer_hint(store: Path) -> str:
 
 def _executor_config(model: str, folder: Path) -> Path:
     """The in-process local model; engine limits sized for a busy 2-core CPU, where 8 drafts of a 0.5B model
-    can take longer than the engine's default 300 s per call (the drafts queue behind one batch of 4)."""
+    can take longer than the engine's default 300 s per call (the greedy draft runs alone, then the 7 sampled
+    drafts share one batched `generate`)."""
     config = folder / "executor.toml"
     config.write_text(
         '[executor]\nmodel = "demo"\n\n[models.demo]\nbackend = "local"\n'

@@ -2,8 +2,12 @@
 
 Generation runs in worker threads so the event loop stays responsive. One lock guards the model; while
 it is busy, greedy requests queue up and the next free worker takes several of them into one padded
-`generate` call, which raises throughput on a small CPU (decoding is bound by reading the weights). Sampled requests run alone so each
-can honour its own seed without touching the process-wide RNG state.
+`generate` call, which raises throughput on a small CPU (decoding is bound by reading the weights, so k rows
+cost little more than one). A sampled `complete` still runs alone: one `generate` draws from one seeded RNG
+stream, so two requests with their own seeds cannot share it without one seed deciding both answers.
+`complete_many(request, n)` is the batched way to sample: its n rows share the prompt and ONE seed (as vLLM
+seeds an `n` request), so they go into one `generate` of n rows; the engine sends a node's sampled draws
+that way. The process-wide RNG state is never touched (`fork_rng`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import hashlib
 import random
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ import anyio.to_thread
 import structlog
 
 from operators.backends.base import BackendError, ChatRequest, ChatResponse, SamplingParams, Usage, effective_sampling
+from operators.backends.local_rows import RowJob, RowStopper, finish_row
 from operators.models.chat_template import CHATML_TEMPLATE
 from operators.models.manifest import folder_fingerprint
 from operators.models.offline import hub_offline
@@ -50,59 +54,6 @@ def resolve_dtype(dtype: str) -> str:
     if dtype != "auto":
         return dtype
     return "bfloat16" if cpu_has_native_bf16() else "float32"
-
-
-@dataclass
-class _Job:
-    """One request travelling from `complete` through the batcher into `generate` and back."""
-
-    request: ChatRequest
-    sampling: SamplingParams
-    prompt_ids: list[int] = field(default_factory=list)
-    text: str = ""
-    completion_tokens: int = 0
-    finish_reason: str | None = None
-    error: BaseException | None = None
-    done: bool = False
-    cancelled: bool = False
-
-    @property
-    def greedy(self) -> bool:
-        return self.sampling.temperature <= 0.0
-
-
-class _RowStopper:
-    """Per-row stopping rule for a batched `generate`: each row's own `max_tokens` and stop strings.
-
-    transformers marks a row finished when this returns True for it; we remember the step and why, so
-    the caller can cut the row exactly where it ended.
-    """
-
-    def __init__(self, tokenizer: Any, prompt_width: int, jobs: list[_Job]) -> None:
-        self.tokenizer = tokenizer
-        self.prompt_width = prompt_width
-        self.limits = [job.sampling.max_tokens for job in jobs]
-        self.stops = [[s for s in job.sampling.stop if s] for job in jobs]
-        self.windows = [4 * max((len(s) for s in stops), default=0) + 2 for stops in self.stops]
-        self.ended_at: list[int | None] = [None] * len(jobs)
-        self.reason: list[str | None] = [None] * len(jobs)
-
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-        import torch
-
-        generated = input_ids[:, self.prompt_width :]
-        steps = generated.shape[1]
-        for row in range(generated.shape[0]):
-            if self.ended_at[row] is not None:
-                continue
-            if self.stops[row]:
-                tail = self.tokenizer.decode(generated[row, -self.windows[row] :], skip_special_tokens=True)
-                if any(stop in tail for stop in self.stops[row]):
-                    self.ended_at[row], self.reason[row] = steps, "stop"
-                    continue
-            if steps >= self.limits[row]:
-                self.ended_at[row], self.reason[row] = steps, "length"
-        return torch.tensor([end is not None for end in self.ended_at], dtype=torch.bool, device=input_ids.device)
 
 
 class LocalBackend:
@@ -139,13 +90,15 @@ class LocalBackend:
         self._max_batch_size = max_batch_size
         self._model_lock = threading.Lock()
         self._pending_lock = threading.Lock()
-        self._pending: list[_Job] = []
+        self._pending: list[RowJob] = []
         self._hf_model: Any = None
         self._tokenizer: Any = None
         self._stop_ids: set[int] = set()
         self._context_len = 0
         self._closed = False
         self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
+        self.generate_calls = 0  # `generate` calls and the rows they produced (for tests and logs)
+        self.generated_rows = 0
 
     @property
     def model(self) -> str:
@@ -164,6 +117,33 @@ class LocalBackend:
         await anyio.to_thread.run_sync(self._load_locked, limiter=self._thread_limiter())
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        job = self._job(request)
+        started = time.monotonic()
+        await self._run(job)
+        return self._response(job, prompt_tokens=len(job.prompt_ids), started=started)
+
+    async def complete_many(self, request: ChatRequest, n: int) -> list[ChatResponse]:
+        """`n` samples of one prompt from ONE `generate` of n rows, seeded once from the draw's seed (as vLLM
+        seeds an `n` request): the same seed gives the same n texts, and the rows differ from each other.
+
+        Usage as the OpenAI backend reports an `n` request: the prompt counted once (first response), each
+        response its own completion tokens. A greedy draw is generated once and returned n times, as vLLM
+        returns n identical greedy choices; each copy reports the row's completion tokens, so the usage of a
+        greedy `n` request is the same on both backends."""
+        if n < 1:
+            raise BackendError(f"complete_many needs n >= 1; got {n}")
+        lead = self._job(request)
+        if not lead.greedy:
+            lead.mates = [RowJob(request=request, sampling=lead.sampling) for _ in range(n - 1)]
+        started = time.monotonic()
+        await self._run(lead)
+        rows = [lead] * n if lead.greedy else [lead, *lead.mates]
+        return [
+            self._response(row, prompt_tokens=len(lead.prompt_ids) if index == 0 else 0, started=started)
+            for index, row in enumerate(rows)
+        ]
+
+    def _job(self, request: ChatRequest) -> RowJob:
         if self._closed:
             raise BackendError(f"local backend for {self._name} is closed")
         if not request.messages:
@@ -171,8 +151,10 @@ class LocalBackend:
         sampling = effective_sampling(request, self._defaults)
         if sampling.max_tokens < 1:
             raise BackendError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
-        job = _Job(request=request, sampling=sampling)
-        started = time.monotonic()
+        return RowJob(request=request, sampling=sampling)
+
+    async def _run(self, job: RowJob) -> None:
+        """Queue `job` (with its mates) for the worker thread and wait; raises its error as a BackendError."""
         with self._pending_lock:
             self._pending.append(job)
         try:
@@ -189,10 +171,12 @@ class LocalBackend:
             if isinstance(job.error, BackendError):
                 raise job.error
             raise BackendError(f"local generation with {self._name} failed: {job.error}") from job.error
+
+    def _response(self, job: RowJob, *, prompt_tokens: int, started: float) -> ChatResponse:
         return ChatResponse(
             text=job.text,
             model=self._name,
-            usage=Usage(prompt_tokens=len(job.prompt_ids), completion_tokens=job.completion_tokens),
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=job.completion_tokens),
             latency_s=time.monotonic() - started,
             finish_reason=job.finish_reason,
         )
@@ -263,7 +247,7 @@ class LocalBackend:
             seconds=round(time.monotonic() - started, 2),
         )
 
-    def _serve(self, job: _Job) -> None:
+    def _serve(self, job: RowJob) -> None:
         """Runs in a worker thread: wait for the model, then answer `job` (and any batch-mates it takes)."""
         with self._model_lock:
             if job.done or job.cancelled:
@@ -272,8 +256,9 @@ class LocalBackend:
             try:
                 self._ensure_loaded()
                 ready = [j for j in batch if self._render(j)]
-                if ready:
-                    self._generate(ready)
+                rows = [row for j in ready for row in (j, *j.mates)]
+                if rows:
+                    self._generate(rows)
             except BaseException as exc:
                 for j in batch:
                     if not j.done:
@@ -282,7 +267,7 @@ class LocalBackend:
                 for j in batch:
                     j.done = True
 
-    def _take_batch(self, job: _Job) -> list[_Job]:
+    def _take_batch(self, job: RowJob) -> list[RowJob]:
         with self._pending_lock:
             if job in self._pending:
                 self._pending.remove(job)
@@ -296,8 +281,9 @@ class LocalBackend:
                         batch.append(other)
         return batch
 
-    def _render(self, job: _Job) -> bool:
-        """Apply the chat template; a prompt that does not fit the context becomes that job's error."""
+    def _render(self, job: RowJob) -> bool:
+        """Apply the chat template (once for a job and its mates, which share the prompt); a prompt that does
+        not fit the context becomes that job's error."""
         messages = [message.model_dump() for message in job.request.messages]
         text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         job.prompt_ids = self._tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -307,9 +293,12 @@ class LocalBackend:
             )
             job.done = True
             return False
+        for mate in job.mates:
+            mate.prompt_ids = job.prompt_ids
         return True
 
-    def _generate(self, jobs: list[_Job]) -> None:
+    def _generate(self, jobs: list[RowJob]) -> None:
+        """One `generate` over `jobs` (left-padded rows); a sampled batch is seeded once from its lead's seed."""
         import torch
         from transformers import GenerationConfig, StoppingCriteriaList
 
@@ -331,7 +320,9 @@ class LocalBackend:
             eos_token_id=sorted(self._stop_ids),
             pad_token_id=pad_id,
         )
-        stopper = _RowStopper(self._tokenizer, width, jobs)
+        stopper = RowStopper(self._tokenizer, width, jobs)
+        self.generate_calls += 1
+        self.generated_rows += len(jobs)
         started = time.monotonic()
         with torch.inference_mode(), torch.random.fork_rng(devices=[]):
             if not jobs[0].greedy:
@@ -344,7 +335,15 @@ class LocalBackend:
             )
         new_tokens = 0
         for row, job in enumerate(jobs):
-            self._finish(job, output[row, width:].tolist(), stopper.ended_at[row], stopper.reason[row])
+            generated = output[row, width:].tolist()
+            finish_row(
+                job,
+                generated,
+                stopper.ended_at[row],
+                stopper.reason[row],
+                tokenizer=self._tokenizer,
+                stop_ids=self._stop_ids,
+            )
             new_tokens += job.completion_tokens
         seconds = time.monotonic() - started
         log.debug(
@@ -356,18 +355,3 @@ class LocalBackend:
             seconds=round(seconds, 3),
             tokens_per_s=round(new_tokens / seconds, 1) if seconds > 0 else None,
         )
-
-    def _finish(self, job: _Job, generated: list[int], ended_at: int | None, reason: str | None) -> None:
-        """Cut one row at its end (eos, stop string or its own max_tokens) and decode it."""
-        limit = min(ended_at if ended_at is not None else len(generated), job.sampling.max_tokens)
-        eos_at = next((i for i, token in enumerate(generated[:limit]) if token in self._stop_ids), None)
-        if eos_at is not None:
-            kept, job.completion_tokens, job.finish_reason = generated[:eos_at], eos_at + 1, "stop"
-        else:
-            kept, job.completion_tokens = generated[:limit], limit
-            job.finish_reason = reason if reason == "stop" else "length"
-        text = self._tokenizer.decode(kept, skip_special_tokens=True)
-        cuts = [text.find(stop) for stop in job.sampling.stop if stop and stop in text]
-        if cuts:
-            text, job.finish_reason = text[: min(cuts)], "stop"
-        job.text = text

@@ -9,9 +9,21 @@ from typing import Any
 import anyio
 import pytest
 
-from operators.backends.base import BackendError, ChatBackend, ChatMessage, ChatRequest, SamplingParams
+from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.engine import WorkflowEngine
+from operators.backends.base import (
+    BackendError,
+    ChatBackend,
+    ChatMessage,
+    ChatRequest,
+    DrawSettings,
+    SamplingParams,
+    SupportsCompleteMany,
+)
 from operators.backends.local import LocalBackend
 from operators.models import prepare
+from operators.registry import default_registry
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +213,91 @@ def test_auto_dtype_uses_bf16_only_with_native_cpu_support() -> None:
     assert not cpu_has_native_bf16("flags : fpu sse2 avx2 fma")
     assert resolve_dtype("float16") == "float16"
     assert resolve_dtype("auto") in ("bfloat16", "float32")
+
+
+def sample(content: str, *, seed: int | None, max_tokens: int = 24) -> ChatRequest:
+    """A sampled request as the engine sends it: the draw on top of the backend's sampling."""
+    return ChatRequest(
+        messages=[ChatMessage(role="user", content=content)],
+        sampling=SamplingParams(max_tokens=max_tokens),
+        draw=DrawSettings(temperature=1.0, top_p=1.0, seed=seed),
+    )
+
+
+async def test_complete_many_samples_n_distinct_rows_in_one_generate(backend: LocalBackend) -> None:
+    assert isinstance(backend, SupportsCompleteMany)
+    replies = await backend.complete_many(sample("Pick words.", seed=11), 4)
+    assert len(replies) == 4
+    assert len({reply.text for reply in replies}) == 4  # one RNG stream over the rows: each row its own sample
+    assert backend.generate_calls == 1 and backend.generated_rows == 4
+    for reply in replies:
+        assert reply.model == "tiny-qwen3"
+        assert reply.finish_reason in {"stop", "length"}
+        assert 1 <= reply.usage.completion_tokens <= 24
+
+
+async def test_complete_many_is_reproducible_per_seed(backend: LocalBackend) -> None:
+    first = [r.text for r in await backend.complete_many(sample("Pick words.", seed=7), 3)]
+    again = [r.text for r in await backend.complete_many(sample("Pick words.", seed=7), 3)]
+    other = [r.text for r in await backend.complete_many(sample("Pick words.", seed=8), 3)]
+    assert first == again
+    assert first != other
+
+
+async def test_complete_many_counts_the_prompt_once(backend: LocalBackend) -> None:
+    request = sample("Count the apples.", seed=3, max_tokens=12)
+    solo = await backend.complete(request.model_copy(update={"draw": None}))
+    replies = await backend.complete_many(request, 3)
+    assert replies[0].usage.prompt_tokens == solo.usage.prompt_tokens > 0
+    assert [r.usage.prompt_tokens for r in replies[1:]] == [0, 0]
+    assert all(1 <= r.usage.completion_tokens <= 12 for r in replies)
+
+
+async def test_complete_many_cuts_each_row_at_its_own_end(backend: LocalBackend) -> None:
+    replies = await backend.complete_many(sample("Tell me a long story.", seed=5, max_tokens=9), 5)
+    for reply in replies:
+        if reply.finish_reason == "length":
+            assert reply.usage.completion_tokens == 9
+        else:
+            assert reply.usage.completion_tokens <= 9
+
+
+async def test_complete_many_of_a_greedy_draw_returns_copies_of_the_greedy_answer(backend: LocalBackend) -> None:
+    request = ask("Name a river.", max_tokens=16)
+    alone = await backend.complete(request)
+    calls = backend.generate_calls
+    replies = await backend.complete_many(request, 3)
+    assert [r.text for r in replies] == [alone.text] * 3
+    assert backend.generate_calls == calls + 1 and backend.generated_rows == 2  # generated once, not 3 times
+    assert [r.usage.prompt_tokens for r in replies] == [alone.usage.prompt_tokens, 0, 0]
+    assert [r.usage.completion_tokens for r in replies] == [alone.usage.completion_tokens] * 3
+
+
+async def test_complete_many_of_one_is_complete(backend: LocalBackend) -> None:
+    request = sample("Pick words.", seed=7)
+    (many,) = await backend.complete_many(request, 1)
+    single = await backend.complete(request)
+    assert many.text == single.text and many.usage == single.usage
+
+
+async def test_complete_many_errors_and_cancellation(backend: LocalBackend) -> None:
+    with pytest.raises(BackendError, match="n >= 1"):
+        await backend.complete_many(sample("hi", seed=1), 0)
+    with pytest.raises(BackendError, match="handles at most"):
+        await backend.complete_many(sample("word " * 9000, seed=1, max_tokens=4), 3)
+    with anyio.move_on_after(0.05):
+        await backend.complete_many(sample("Write a very long answer.", seed=1, max_tokens=400), 4)
+    replies = await backend.complete_many(sample("Short one.", seed=2, max_tokens=4), 2)
+    assert len(replies) == 2 and all(r.usage.completion_tokens <= 4 for r in replies)
+
+
+async def test_a_sampled_node_makes_one_batched_generate_for_its_sampled_draws(tiny_home: Path) -> None:
+    local = LocalBackend("tiny-qwen3", home=tiny_home, dtype="float32", defaults=SamplingParams(max_tokens=16))
+    engine = WorkflowEngine(default_registry(), local, max_reasks=0)  # one request per draw, whatever the reply
+    try:
+        graph = WorkflowGraph(stages=[OperatorNode(id="node_1", operator="Custom", samples=4)])
+        await engine.run(graph, TaskSpec(problem="What is 2 + 2?", task_type="math"))
+    finally:
+        await local.aclose()
+    # The greedy draw alone, and the 3 sampled draws' shared first prompt as ONE generate of 3 rows.
+    assert local.generate_calls == 2 and local.generated_rows == 4
