@@ -279,9 +279,10 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
 
 # The entry plain `template` runs per task type, chosen by measurement (issue #10). code: sample8-exec led the n=30
 # screen on HumanEval (76.7 vs direct 63.3) and MBPP (60.0 vs 46.7), pooled McNemar p = 0.039
-# (docs/runs/screen-code-30b); the full dev slices are to confirm it. The other types keep `classic` until their
-# screens are run.
-DEFAULT_WORKFLOW: dict[str, str] = {"code": "sample8-exec", "math": "classic", "qa": "classic", "general": "classic"}
+# (docs/runs/screen-code-30b); the full dev slices are to confirm it. math: direct-sc8 on the GSM8K dev slice
+# (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens; direct-sc4+pot4 scored 39.0 at 8.0x, and within
+# 1 point the cheaper entry wins (docs/runs/full-math). qa and general keep `classic` until their runs are done.
+DEFAULT_WORKFLOW: dict[str, str] = {"code": "sample8-exec", "math": "direct-sc8", "qa": "classic", "general": "classic"}
 
 
 class UnknownWorkflowError(FlowSteerError, ValueError):

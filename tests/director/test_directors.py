@@ -12,6 +12,7 @@ from mcp import Client
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.direct import DirectDirector, with_task_imports
 from flowsteer_mcp.director.generation import PolicySampling
+from flowsteer_mcp.director.library import DEFAULT_WORKFLOW, library_workflow
 from flowsteer_mcp.director.policy import REASK, PolicyDirector
 from flowsteer_mcp.director.template import TemplateDirector
 from flowsteer_mcp.server import build_server
@@ -117,7 +118,7 @@ async def test_template_director_builds_its_workflow_through_the_tools() -> None
     async with Client(server.mcp) as client:
         result = await TemplateDirector().run(TASK, client)
     assert result.error is None and result.finished
-    assert result.dsl == "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
+    assert result.dsl == library_workflow("math", DEFAULT_WORKFLOW["math"]).dsl() == "Custom{8} -> ScEnsemble"
     assert len(executor.calls) == 1  # built without running, executed once at finish
     assert result.answer == result.dsl  # the test double answers with the DSL that ran
 
