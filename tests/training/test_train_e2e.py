@@ -8,8 +8,6 @@ the new adapter, and leave no vLLM server behind. Needs vLLM in `.venv-vllm` (or
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.train_runs import jsonl, logged_events, run_env, wait_gone
 from tests.support.vllm import REPO_ROOT, vllm_interpreter
 from training.data import load_problems
 from training.train.config import load_train_config
@@ -36,36 +35,6 @@ def train_command(model_dir: Path, out_dir: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def jsonl(path: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def logged_events(stderr: str, event: str) -> list[dict[str, object]]:
-    rows = []
-    for line in stderr.splitlines():
-        if line.startswith("{") and f'"event": "{event}"' in line:
-            rows.append(json.loads(line))
-    return rows
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
-
-
-def wait_gone(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.2)
-    return False
-
-
 @pytest.fixture
 def model_dir(tmp_path: Path) -> Path:
     from operators.models import prepare
@@ -75,7 +44,7 @@ def model_dir(tmp_path: Path) -> Path:
 
 def test_cpu_smoke_trains_syncs_adapters_and_resumes_exactly_after_a_kill(tmp_path: Path, model_dir: Path) -> None:
     python = vllm_interpreter()
-    env = {**os.environ, "FLOWSTEER_VLLM_PYTHON": python, "FLOWSTEER_LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
+    env = run_env(python)
     out_dir = tmp_path / "run"
     first_log = tmp_path / "first.log"
 
