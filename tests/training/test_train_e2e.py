@@ -20,6 +20,7 @@ from tests.support.train_runs import jsonl, logged_events, run_env, wait_gone
 from tests.support.vllm import REPO_ROOT, vllm_interpreter
 from training.data import load_problems
 from training.train.config import load_train_config
+from training.train.families import FAMILY_NAMES
 from training.train.stream import ProblemStream
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -89,6 +90,14 @@ def test_cpu_smoke_trains_syncs_adapters_and_resumes_exactly_after_a_kill(tmp_pa
     # Step N's rollouts used the adapter of step N-1: after the resume, the checkpoint's adapter under its name.
     assert [b["adapter"] for b in batches] == [f"smoke@{n}" for n in range(STEPS)]
     assert [m["step"] for m in jsonl(out_dir / "metrics.jsonl")] == list(range(1, STEPS + 1))
+    # One journal row per trajectory, each step exactly once (a step the kill interrupted is dropped and redone).
+    per_step = config.rollout.problems_per_step * config.rollout.rollouts_per_problem
+    trajectories = jsonl(out_dir / "trajectories.jsonl")
+    assert [t["step"] for t in trajectories] == [step for step in range(1, STEPS + 1) for _ in range(per_step)]
+    for batch in batches:
+        rows = [t for t in trajectories if t["step"] == batch["step"]]
+        assert {t["problem_id"] for t in rows} == set(batch["problems"])  # type: ignore[call-overload]
+        assert all(set(t["families"]) <= set(FAMILY_NAMES) for t in rows)  # type: ignore[call-overload]
 
     for row in jsonl(out_dir / "metrics.jsonl"):
         assert row["batch/trajectories"] == config.rollout.problems_per_step * config.rollout.rollouts_per_problem
