@@ -281,8 +281,14 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
 # screen on HumanEval (76.7 vs direct 63.3) and MBPP (60.0 vs 46.7), pooled McNemar p = 0.039
 # (docs/runs/screen-code-30b); the full dev slices are to confirm it. math: direct-sc8 on the GSM8K dev slice
 # (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens; direct-sc4+pot4 scored 39.0 at 8.0x, and within
-# 1 point the cheaper entry wins (docs/runs/full-math). qa and general keep `classic` until their runs are done.
-DEFAULT_WORKFLOW: dict[str, str] = {"code": "sample8-exec", "math": "direct-sc8", "qa": "classic", "general": "classic"}
+# 1 point the cheaper entry wins (docs/runs/full-math). qa: direct-sc5 on HotpotQA and SQuAD-v2 (100 each): 18.7 / 33.6
+# vs direct 16.3 / 33.3 F1 at 2x tokens (docs/runs/full-qa). general keeps `classic` (no general benchmark here).
+DEFAULT_WORKFLOW: dict[str, str] = {
+    "code": "sample8-exec",
+    "math": "direct-sc8",
+    "qa": "direct-sc5",
+    "general": "classic",
+}
 
 
 class UnknownWorkflowError(FlowSteerError, ValueError):

@@ -125,7 +125,7 @@ async def test_a_named_template_runs_its_library_workflow_once_through_the_tools
 
 
 async def test_plain_template_runs_the_default_of_each_task_type() -> None:
-    assert DEFAULT_WORKFLOW == {"code": "sample8-exec", "math": "direct-sc8", "qa": "classic", "general": "classic"}
+    assert DEFAULT_WORKFLOW == {"code": "sample8-exec", "math": "direct-sc8", "qa": "direct-sc5", "general": "classic"}
     server = build_server(executor=ScriptedExecutor())
     async with Client(server.mcp) as client:
         result = await TemplateDirector().run(CODE_TASK, client)
