@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from flowsteer_mcp.director.library import DEFAULT_WORKFLOW, library_workflow
 from tests.support.openai_stub import OpenAIStub, StubReply
 from tests.support.servers import HttpServerProcess
 from training.cli import main
@@ -189,7 +190,7 @@ def test_eval_end_to_end_then_replay(workspace: Path, capsys: pytest.CaptureFixt
     items = document["items"]
     assert len(items) == 6 and all(item["error"] is None for item in items)
     assert {item["dsl"] for item in items if item["director"] == "template"} >= {
-        "Custom -> Review ? Revise : done -> Format"
+        library_workflow("qa", DEFAULT_WORKFLOW["qa"]).dsl()
     }
     assert recording.stat().st_size > 0
 
@@ -239,7 +240,8 @@ def test_eval_against_a_running_server_with_a_token(
         assert main(base_args(workspace, *remote, *args)) == 0
     items = read_items(workspace / "r")
     assert [item["error"] for item in items] == [None, None]
-    assert all(item["answer"] and item["dsl"].startswith("Plan ->") for item in items)
+    math_default = library_workflow("math", DEFAULT_WORKFLOW["math"]).dsl()
+    assert all(item["answer"] and item["dsl"] == math_default for item in items)
     assert f"the MCP server at {server.url}" in capsys.readouterr().out
 
 
