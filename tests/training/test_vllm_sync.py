@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.vllm import vllm_interpreter
 from training.vllm import LoraSync, LoraSyncError, VLLMServer, VLLMServerError, adapter_name
-from training.vllm.server import server_command, server_env
+from training.vllm.server import cpu_id_list, server_command, server_env
 
 BASE_URL = "http://vllm.test"
 
@@ -300,6 +300,27 @@ def test_server_command_and_env_follow_the_cpu_recipe(tmp_path: Path) -> None:
     env = server_env({"OMP_NUM_THREADS": "1"})
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
     assert env["OMP_NUM_THREADS"] == "1"  # additions win
+
+
+def test_server_env_binds_vllm_threads_to_every_allowed_core_unless_the_caller_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 5})
+    env = server_env()
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-2,5"  # not vLLM's "auto", which leaves a core to its scheduler
+    assert env["OMP_NUM_THREADS"] == "4"
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    assert server_env()["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    assert server_env({"VLLM_CPU_OMP_THREADS_BIND": "1"})["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("cpus", "expected"), [([0], "0"), ([1, 0], "0-1"), ([0, 1, 2, 3, 8, 10, 11], "0-3,8,10-11"), ([3, 3], "3")]
+)
+def test_cpu_id_list_writes_ranges(cpus: list[int], expected: str) -> None:
+    assert cpu_id_list(cpus) == expected
 
 
 def test_start_fails_fast_with_log_tail_when_process_exits(tmp_path: Path) -> None:
