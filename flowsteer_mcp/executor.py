@@ -26,7 +26,7 @@ _EXECUTOR_ENV = (
 
 
 def engine_with(registry: OperatorRegistry, backend: ChatBackend, settings: EngineConfig) -> WorkflowEngine:
-    """An engine over `backend` with the `[engine]` settings of a config file (timeouts)."""
+    """An engine over `backend` with the `[engine]` settings of a config file (timeouts, re-asks)."""
     from flowsteer_mcp.engine import WorkflowEngine
 
     return WorkflowEngine(
@@ -35,6 +35,8 @@ def engine_with(registry: OperatorRegistry, backend: ChatBackend, settings: Engi
         sandbox_timeout_s=settings.sandbox_timeout_s,
         call_timeout_s=settings.call_timeout_s,
         run_timeout_s=settings.run_timeout_s,
+        max_reasks=settings.reasks,
+        sampled_reasks=settings.sampled_reasks,
     )
 
 

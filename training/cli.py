@@ -464,6 +464,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
         sources=args.sources,
         seed=args.seed,
         executor=f"{type(backend).__name__}:{backend.model}" if backend is not None else None,
+        engine=engine_settings.model_dump(mode="json") if server is not None else None,
         mcp_url=args.mcp_url,
         policy_url=args.policy_url,
         policy_model=args.policy_model,

@@ -79,11 +79,24 @@ class CallSettings:
     sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE
     sample_top_p: float = DEFAULT_SAMPLE_TOP_P
     sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S  # each sandbox run an operator makes
+    sampled_reasks: int | None = None  # re-asks of a sampled draw; None: as many as `max_reasks`
+
+    def reasks_for(self, draw: DrawSettings) -> int:
+        """Re-asks allowed after an unusable reply. A sampled draw may get fewer than the greedy one: a broken
+        sample is one candidate less, while re-asking it costs a whole exchange with a longer prompt."""
+        if draw.greedy or self.sampled_reasks is None:
+            return self.max_reasks
+        return self.sampled_reasks
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that can change an operator's result, for the memo key (a longer sandbox limit can
         turn a timed-out program into a passing one)."""
-        return {"max_reasks": self.max_reasks, "options": self.runtime_options, "sandbox_s": self.sandbox_timeout_s}
+        return {
+            "max_reasks": self.max_reasks,
+            "sampled_reasks": self.sampled_reasks,
+            "options": self.runtime_options,
+            "sandbox_s": self.sandbox_timeout_s,
+        }
 
 
 def derived_seed(workflow_seed: int, node_id: str, draw: int) -> int:
@@ -247,7 +260,7 @@ class NodeCaller:
         options = {**self._settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
         runtime = OperatorRuntime(
             llm=metered,
-            max_reasks=self._settings.max_reasks,
+            max_reasks=self._settings.reasks_for(draw),
             sandbox_timeout_s=self._settings.sandbox_timeout_s,
             options=options,
             draw=draw,

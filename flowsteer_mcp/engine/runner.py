@@ -67,6 +67,7 @@ class WorkflowEngine:
         memo: MemoCache | _NewMemo | None = NEW_MEMO,
         runtime_options: dict[str, Any] | None = None,
         max_reasks: int = 2,
+        sampled_reasks: int | None = None,
         seed: int = 0,
         sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE,
         sample_top_p: float = DEFAULT_SAMPLE_TOP_P,
@@ -77,8 +78,9 @@ class WorkflowEngine:
         for name, value in (("call_timeout_s", call_timeout_s), ("run_timeout_s", run_timeout_s)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds or None (no limit); got {value!r}")
-        if max_reasks < 0:
-            raise ValueError(f"max_reasks must be >= 0; got {max_reasks}")
+        for name, count in (("max_reasks", max_reasks), ("sampled_reasks", sampled_reasks)):
+            if count is not None and count < 0:
+                raise ValueError(f"{name} must be >= 0; got {count}")
         self.registry = registry
         self.backend = backend
         self.run_timeout_s = run_timeout_s
@@ -90,6 +92,7 @@ class WorkflowEngine:
         self._settings = CallSettings(
             call_timeout_s=call_timeout_s,
             max_reasks=max_reasks,
+            sampled_reasks=sampled_reasks,
             runtime_options=dict(runtime_options or {}),
             seed=seed,
             sample_temperature=sample_temperature,

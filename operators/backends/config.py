@@ -22,6 +22,8 @@ A file names models and says which one the executor uses::
     sandbox_timeout_s = 10                   # wall-clock limit of each sandbox run an operator makes
     call_timeout_s = 300                     # limit of one operator call (its executor replies and re-asks)
     run_timeout_s = 900                      # limit of one whole workflow run
+    reasks = 2                               # re-asks after an unusable reply (with the error quoted)
+    sampled_reasks = 0                       # re-asks of a node's sampled draws (default: as `reasks`)
 
 Secrets never live in the file: a key-like entry (`api_key`, `token`, ...) is rejected with a pointer to
 `api_key_env`; the key is read from the environment only when a backend is built, held as a `SecretStr`,
@@ -176,6 +178,7 @@ class ExecutorSelection(_Strict):
 
 DEFAULT_CALL_TIMEOUT_S = 300.0  # one operator call: its executor replies, re-asks included
 DEFAULT_RUN_TIMEOUT_S = 900.0  # one whole workflow run
+MAX_REASKS = 8  # more re-asks than this only repeats a failure at growing prompt length
 
 
 class EngineConfig(_Strict):
@@ -188,6 +191,12 @@ class EngineConfig(_Strict):
     sandbox_timeout_s: float = Field(default=DEFAULT_SANDBOX_TIMEOUT_S, gt=0)
     call_timeout_s: float = Field(default=DEFAULT_CALL_TIMEOUT_S, gt=0)
     run_timeout_s: float = Field(default=DEFAULT_RUN_TIMEOUT_S, gt=0)
+    # An unusable reply (no code block, a program that does not load, a missing field) is quoted back to the
+    # executor at most `reasks` times. A node's sampled draws (`samples: k`, draws 2..k) may get fewer:
+    # 0 drops a broken sample instead of repairing it, which is most of what sampling costs on a small model
+    # (docs/design/canvas.md, "Sampling draws"). Unset: as many as `reasks`.
+    reasks: int = Field(default=2, ge=0, le=MAX_REASKS)
+    sampled_reasks: int | None = Field(default=None, ge=0, le=MAX_REASKS)
 
 
 class BackendsConfig(_Strict):

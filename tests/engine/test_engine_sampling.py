@@ -22,6 +22,7 @@ from operators.backends.scripted import ScriptedBackend
 from operators.backends.shared_prompt import SharedPromptBatch
 from operators.base import Category, Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec, Role
 from operators.library._dialogue import Failure, ask
+from operators.parsing import ReplyError
 from tests.engine.doubles import Recorder, build_registry, loop, op
 from tests.support.openai_stub import OpenAIStub
 
@@ -328,3 +329,57 @@ async def test_a_node_stays_in_flight_until_its_last_draw_finishes() -> None:
 def test_planned_calls_count_samples() -> None:
     stage = ParallelStage(id="node_2", branches=[sampled("node_2_p0", 3), op("node_2_p1", "FakeSolver")])
     assert planned_total(WorkflowGraph(stages=[sampled("node_1", 4), stage])) == 8
+
+
+class PickyEchoDouble(SampleEchoDouble):
+    """SampleEchoDouble that rejects a reply starting with "broken", so the engine's re-ask budget shows."""
+
+    spec = SampleEchoDouble.spec.model_copy(update={"name": "PickyEchoDouble"})
+
+    async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> OperatorOutput:
+        async def accept(text: str) -> str:
+            if text.startswith("broken"):
+                raise ReplyError("the reply is broken")
+            return text
+
+        reply = await ask(runtime, self.spec, inputs.problem, accept, reply_format=None)
+        if isinstance(reply, Failure):
+            return reply.as_output(OperatorOutput)
+        return OperatorOutput(text=reply)
+
+
+def broken_until_reasked(request: ChatRequest) -> str:
+    """The first reply of every draw is unusable; the reply to a re-ask (more than one user turn) is fine."""
+    reasked = sum(message.role == "user" for message in request.messages) > 1
+    return f"fixed {echo_draw(request)}" if reasked else "broken"
+
+
+@pytest.mark.parametrize(("sampled_reasks", "usable_draws", "requests"), [(None, 4, 1 + 1 + 1 + 3), (0, 1, 1 + 1 + 1)])
+async def test_sampled_draws_can_be_dropped_instead_of_repaired(
+    sampled_reasks: int | None, usable_draws: int, requests: int
+) -> None:
+    backend = ScriptedBackend(rules=[broken_until_reasked])
+    registry = build_registry(Recorder())
+    registry.register(PickyEchoDouble)
+    engine = WorkflowEngine(registry, backend, memo=None, max_reasks=2, sampled_reasks=sampled_reasks)
+    graph = WorkflowGraph(stages=[OperatorNode(id="node_1", operator="PickyEchoDouble", samples=4)])
+    report = await engine.run(graph, TASK)
+
+    rows = [row for row in report.trace if row.node_id == "node_1"]
+    assert rows[0].ok and rows[0].output == "fixed t=0 seed=None"  # the greedy draw keeps its re-asks
+    assert sum(row.ok for row in rows) == usable_draws
+    assert all("no usable reply after 1 attempt" in (row.error or "") for row in rows if not row.ok)
+    # greedy first reply + its re-ask + one n=3 request for the samples (+ one re-ask per sample when allowed)
+    assert report.llm_calls == requests and [n for _, n in backend.batches] == [3]
+    assert report.output == "fixed t=0 seed=None"
+
+
+def test_the_re_ask_budget_per_draw_and_its_memo_fingerprint() -> None:
+    lean = CallSettings(call_timeout_s=None, max_reasks=2, runtime_options={}, sampled_reasks=0)
+    full = CallSettings(call_timeout_s=None, max_reasks=2, runtime_options={})
+    sample = DrawSettings(temperature=0.8, top_p=0.95, seed=1)
+    assert (lean.reasks_for(GREEDY), lean.reasks_for(sample)) == (2, 0)
+    assert (full.reasks_for(GREEDY), full.reasks_for(sample)) == (2, 2)
+    assert lean.fingerprint() != full.fingerprint()  # a result computed under one budget is not the other's
+    with pytest.raises(ValueError, match="sampled_reasks"):
+        WorkflowEngine(build_registry(Recorder()), ScriptedBackend(rules=[echo_draw]), sampled_reasks=-1)

@@ -86,6 +86,8 @@ backend = "scripted"
 sandbox_timeout_s = 2.5
 call_timeout_s = 901
 run_timeout_s = 1800
+reasks = 3
+sampled_reasks = 0
 """
 
 
@@ -106,6 +108,7 @@ async def test_a_configured_sandbox_timeout_reaches_the_operator(
     assert report.output == "2.5"
     assert isinstance(executor, WorkflowEngine)
     assert (executor._settings.call_timeout_s, executor.run_timeout_s) == (901, 1800)  # the other [engine] limits
+    assert (executor._settings.max_reasks, executor._settings.sampled_reasks) == (3, 0)
 
 
 def test_the_engine_table_is_optional_and_validated() -> None:
@@ -116,5 +119,10 @@ def test_the_engine_table_is_optional_and_validated() -> None:
     assert (parse_config(base).engine.call_timeout_s, parse_config(base).engine.run_timeout_s) == (300, 900)
     with pytest.raises(ConfigError, match=r"engine\.call_timeout_s"):
         parse_config({**base, "engine": {"call_timeout_s": -1}})
+    assert (parse_config(base).engine.reasks, parse_config(base).engine.sampled_reasks) == (2, None)
+    with pytest.raises(ConfigError, match=r"engine\.sampled_reasks"):
+        parse_config({**base, "engine": {"sampled_reasks": -1}})
+    with pytest.raises(ConfigError, match=r"engine\.reasks"):
+        parse_config({**base, "engine": {"reasks": 99}})
     with pytest.raises(ConfigError, match=r"unknown key 'engine\.sandbox_timeout'"):
         parse_config({**base, "engine": {"sandbox_timeout": 5}})

@@ -149,3 +149,29 @@ def test_resume_refuses_a_workflow_file_that_changed(workspace: Path, capsys: py
     capsys.readouterr()
     assert main(eval_args(workspace, *args, "--resume")) == 2
     assert "workflow_digests" in capsys.readouterr().err
+
+
+def test_resume_refuses_other_engine_settings_and_the_journal_records_them(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = workspace / "run"
+    assert main(eval_args(workspace, "--director", "direct", "--out", str(out))) == 0
+    header = json.loads((out / "items.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert header["config"]["engine"]["reasks"] == 2 and header["config"]["engine"]["sampled_reasks"] is None
+    config = workspace / "executor.toml"
+    config.write_text(SCRIPTED_CONFIG + "\n[engine]\nsampled_reasks = 0\n", encoding="utf-8")
+    capsys.readouterr()
+    resumed = main(eval_args(workspace, "--director", "direct", "--out", str(out), "--resume"))
+    assert resumed == 2  # the re-ask budget changes results: the two runs must not share a table
+    assert "engine:" in capsys.readouterr().err
+
+
+def test_a_journal_from_before_engine_settings_were_recorded_still_resumes(workspace: Path) -> None:
+    out = workspace / "run"
+    assert main(eval_args(workspace, "--director", "direct", "--out", str(out))) == 0
+    journal = out / "items.jsonl"
+    lines = journal.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    del header["config"]["engine"]
+    journal.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+    assert main(eval_args(workspace, "--director", "direct", "--out", str(out), "--resume")) == 0

@@ -1,9 +1,10 @@
 """Append-only journal of graded episodes, so a long evaluation survives a kill and can be resumed.
 
-The first line records what the results depend on (executor, canvas server, policy, seed); every further
-line is one `ItemResult`, written and flushed the moment its episode is graded. A kill can at worst leave a
-truncated last line, which resuming drops (that episode simply runs again). Resuming under a different
-executor or policy is refused: mixing two models' results in one table would be a silent lie.
+The first line records what the results depend on (executor and engine settings, canvas server, policy,
+seed); every further line is one `ItemResult`, written and flushed the moment its episode is graded. A kill can
+at worst leave a truncated last line, which resuming drops (that episode simply runs again). Resuming under a
+different executor, engine settings or policy is refused: mixing two setups' results in one table would be a
+silent lie.
 """
 
 from __future__ import annotations
@@ -22,9 +23,20 @@ JOURNAL_NAME = "items.jsonl"
 JOURNAL_FORMAT = 1
 # The config fields an item's result depends on; the others (concurrency, limit, data paths) only choose
 # which items run, so they may change between a run and its resumption.
-IDENTITY_FIELDS = ("executor", "mcp_url", "policy_url", "policy_model", "seed", "replay", "workflow_digests")
+IDENTITY_FIELDS = (
+    "executor",
+    "engine",
+    "mcp_url",
+    "policy_url",
+    "policy_model",
+    "seed",
+    "replay",
+    "workflow_digests",
+)
 # fields older journals lack; a missing one reads as this default
 _IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}}
+# fields older journals lack and whose value then is unknown: not compared (journals before the engine settings)
+_UNRECORDED_IN_OLD_JOURNALS = frozenset({"engine"})
 
 ItemKey = tuple[str, str, str]  # (director, source, problem_id)
 
@@ -43,9 +55,10 @@ def _header(config: EvalConfig) -> dict[str, Any]:
 
 def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
     current = config.model_dump(mode="json")
+    compared = [name for name in IDENTITY_FIELDS if name in recorded or name not in _UNRECORDED_IN_OLD_JOURNALS]
     return [
         f"{name}: journal {recorded.get(name, _IDENTITY_DEFAULTS.get(name))!r}, this run {current[name]!r}"
-        for name in IDENTITY_FIELDS
+        for name in compared
         if recorded.get(name, _IDENTITY_DEFAULTS.get(name)) != current[name]
     ]
 

@@ -22,6 +22,8 @@ class EvalConfig(BaseModel):
     sources: list[str] | None = None
     seed: int | None = None
     executor: str | None = None  # the executor model's identity (backend cache key), never a secret
+    # the in-process engine's `[engine]` settings (re-asks and timeouts change results); None: a remote server's
+    engine: dict[str, Any] | None = None
     mcp_url: str | None = None  # None: an in-process server
     policy_url: str | None = None
     policy_model: str | None = None
