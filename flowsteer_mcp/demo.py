@@ -26,14 +26,16 @@ from flowsteer_mcp.demo_viewer import demo_store_path, live_viewer
 
 DEFAULT_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "second_largest.json"
 
-# The demo builds the measured default code workflow (`template`'s, `DEFAULT_WORKFLOW["code"]`: 8 program drafts, the
-# first greedy, judged by the sandbox on the public tests and by behaviour), half in the Flow-Director dialect
-# (an add with a prompt turn) and half through a typed tool. tests/test_demo_steps.py keeps it equal to the default.
+# The demo builds the measured default code workflow (`template`'s, `DEFAULT_WORKFLOW["code"]`: 8 drafts of
+# direct's own request, the first greedy, judged by the sandbox on the public tests and by behaviour), half through
+# a typed tool (a Programmer without a prompt, which is what makes its draws direct's request) and half in the
+# Flow-Director dialect (an add with its prompt turn, then finish). tests/test_demo_steps.py keeps it equal to the
+# default, prompts included.
 # (kind, payload): "act" sends dialect text; "tool" calls a typed tool with arguments.
 CODE_TEMPLATE: list[tuple[str, Any]] = [
-    ("act", "<action>add</action><operator>Programmer</operator><samples>8</samples>"),
-    ("act", "Write the complete function with the exact signature."),
-    ("tool", ("add_operator", {"operator": "ScEnsemble", "prompt": "Pick the program that passes the public tests."})),
+    ("tool", ("add_operator", {"operator": "Programmer", "samples": 8})),
+    ("act", "<action>add</action><operator>ScEnsemble</operator>"),
+    ("act", "Pick the program that passes the public tests."),
     ("act", "<action>finish</action>"),
 ]
 # The relaxed gate: the paper preset's >= 5 operators would force steps the measurement found no better.
@@ -51,12 +53,13 @@ def _viewer_hint(store: Path) -> str:
 def _executor_config(model: str, folder: Path) -> Path:
     """The in-process local model; engine limits sized for a busy 2-core CPU, where 8 drafts of a 0.5B model
     can take longer than the engine's default 300 s per call (the greedy draft runs alone, then the 7 sampled
-    drafts share one batched `generate`)."""
+    drafts share one batched `generate`); a broken sampled draft is dropped, not repaired, as in the
+    evaluation that chose the workflow (docs/runs/full-code)."""
     config = folder / "executor.toml"
     config.write_text(
         '[executor]\nmodel = "demo"\n\n[models.demo]\nbackend = "local"\n'
         f'path = "{model}"\n\n[models.demo.sampling]\ntemperature = 0.0\nmax_tokens = 768\n\n'
-        "[engine]\ncall_timeout_s = 1200\nrun_timeout_s = 2400\n",
+        "[engine]\ncall_timeout_s = 1200\nrun_timeout_s = 2400\nsampled_reasks = 0\n",
         encoding="utf-8",
     )
     return config

@@ -277,14 +277,16 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
     ),
 }
 
-# The entry plain `template` runs per task type, chosen by measurement (issue #10). code: sample8-exec led the n=30
-# screen on HumanEval (76.7 vs direct 63.3) and MBPP (60.0 vs 46.7), pooled McNemar p = 0.039
-# (docs/runs/screen-code-30b); the full dev slices are to confirm it. math: direct-sc8 on the GSM8K dev slice
-# (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens; direct-sc4+pot4 scored 39.0 at 8.0x, and within
-# 1 point the cheaper entry wins (docs/runs/full-math). qa: direct-sc5 on HotpotQA and SQuAD-v2 (100 each): 18.7 / 33.6
-# vs direct 16.3 / 33.3 F1 at 2x tokens (docs/runs/full-qa). general keeps `classic` (no general benchmark here).
+# The entry plain `template` runs per task type, chosen by measurement (issue #10). code: direct8-exec on the
+# HumanEval (82) and MBPP (100) dev slices with broken samples dropped (`[engine] sampled_reasks = 0`): 74.4 / 67.0
+# vs direct 58.5 / 51.0, pooled McNemar 30 / 1 (p < 0.001), 6.4x tokens (docs/runs/full-code; sample8-exec, the
+# same sampling under the workflow's own prompt, led the n=30 screen, docs/runs/screen-code-30b). math: direct-sc8 on the
+# GSM8K dev slice (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens; direct-sc4+pot4 scored 39.0 at
+# 8.0x, and within 1 point the cheaper entry wins (docs/runs/full-math). qa: direct-sc5 on HotpotQA and SQuAD-v2
+# (100 each): 18.7 / 33.6 vs direct 16.3 / 33.3 F1 at 2x tokens (docs/runs/full-qa). general keeps `classic` (no
+# general benchmark here).
 DEFAULT_WORKFLOW: dict[str, str] = {
-    "code": "sample8-exec",
+    "code": "direct8-exec",
     "math": "direct-sc8",
     "qa": "direct-sc5",
     "general": "classic",
