@@ -41,8 +41,12 @@ class SampleEchoDouble(Operator):
         signature="SampleEchoDouble(problem) -> {text}",
     )
 
+    def check(self, text: str) -> None:
+        """Raise `ReplyError` for a reply the operator cannot use; this one takes any."""
+
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> OperatorOutput:
         async def accept(text: str) -> str:
+            self.check(text)
             return text
 
         reply = await ask(runtime, self.spec, inputs.problem, accept, reply_format=None)
@@ -336,16 +340,9 @@ class PickyEchoDouble(SampleEchoDouble):
 
     spec = SampleEchoDouble.spec.model_copy(update={"name": "PickyEchoDouble"})
 
-    async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> OperatorOutput:
-        async def accept(text: str) -> str:
-            if text.startswith("broken"):
-                raise ReplyError("the reply is broken")
-            return text
-
-        reply = await ask(runtime, self.spec, inputs.problem, accept, reply_format=None)
-        if isinstance(reply, Failure):
-            return reply.as_output(OperatorOutput)
-        return OperatorOutput(text=reply)
+    def check(self, text: str) -> None:
+        if text.startswith("broken"):
+            raise ReplyError("the reply is broken")
 
 
 def broken_until_reasked(request: ChatRequest) -> str:

@@ -33,10 +33,10 @@ IDENTITY_FIELDS = (
     "replay",
     "workflow_digests",
 )
-# fields older journals lack; a missing one reads as this default
-_IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}}
-# fields older journals lack and whose value then is unknown: not compared (journals before the engine settings)
-_UNRECORDED_IN_OLD_JOURNALS = frozenset({"engine"})
+# Older journals lack a field recorded since; a missing one reads as this default, or, where no default can
+# be known (`_NOT_RECORDED`: journals written before the engine settings were), is not compared.
+_NOT_RECORDED = object()
+_IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}, "engine": _NOT_RECORDED}
 
 ItemKey = tuple[str, str, str]  # (director, source, problem_id)
 
@@ -55,11 +55,11 @@ def _header(config: EvalConfig) -> dict[str, Any]:
 
 def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
     current = config.model_dump(mode="json")
-    compared = [name for name in IDENTITY_FIELDS if name in recorded or name not in _UNRECORDED_IN_OLD_JOURNALS]
+    journal = {name: recorded.get(name, _IDENTITY_DEFAULTS.get(name)) for name in IDENTITY_FIELDS}
     return [
-        f"{name}: journal {recorded.get(name, _IDENTITY_DEFAULTS.get(name))!r}, this run {current[name]!r}"
-        for name in compared
-        if recorded.get(name, _IDENTITY_DEFAULTS.get(name)) != current[name]
+        f"{name}: journal {journal[name]!r}, this run {current[name]!r}"
+        for name in IDENTITY_FIELDS
+        if journal[name] is not _NOT_RECORDED and journal[name] != current[name]
     ]
 
 
