@@ -252,3 +252,7 @@ def test_cli_collects_training_problems_into_traces_jsonl(tmp_path: Path, monkey
     assert main(args) == 2  # the folder holds a collection: --resume or another --out
     assert main([*args, "--resume"]) == 0
     assert len(list(read_episodes(tmp_path / "out" / TRACES_NAME))) == 2
+    # Another engine (here: broken samples dropped) would run other episodes: the journal refuses to mix them.
+    lean = tmp_path / "lean.toml"
+    lean.write_text(EXECUTOR_TOML + "\n[engine]\nsampled_reasks = 0\n", encoding="utf-8")
+    assert main([*args[: args.index("--config") + 1], str(lean), "--out", str(tmp_path / "out"), "--resume"]) == 2

@@ -13,7 +13,7 @@ from training.train.optim import lr_factor
 from training.train.stream import ProblemStream, StreamCursor
 
 REPO = Path(__file__).resolve().parents[2]
-PRESETS = ["paper", "cpu-smoke", "cpu-smollm2"]
+PRESETS = ["paper", "cpu-smoke", "cpu-smollm2", "cpu-warmstart"]
 
 
 @pytest.fixture(autouse=True)
@@ -133,3 +133,14 @@ def test_stream_batches_stay_distinct_across_passes_and_cover_every_problem() ->
     assert stream.cursor.epoch >= 3
     with pytest.raises(ValueError, match="batch size"):
         stream.next_batch(6)
+
+
+def test_engine_section_shapes_the_run_but_its_default_keeps_older_fingerprints() -> None:
+    base = parse_train_config(minimal())
+    explicit_default = parse_train_config({**minimal(), "engine": {"reasks": 2}})
+    lean = parse_train_config({**minimal(), "engine": {"sampled_reasks": 0, "call_timeout_s": 900}})
+    assert lean.engine.sampled_reasks == 0 and lean.engine.call_timeout_s == 900
+    assert base.fingerprint() == explicit_default.fingerprint()
+    assert base.fingerprint() != lean.fingerprint()
+    with pytest.raises(TrainConfigError, match=r"engine\.sampled_reasks"):
+        parse_train_config({**minimal(), "engine": {"sampled_reasks": 99}})

@@ -501,6 +501,7 @@ async def _collect_main(args: argparse.Namespace) -> int:
     problems, dev_ids = training_problems(args.data, skip_per_source=skip, limit=args.limit, sources=sources)
     observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
     backend = executor_backend(args.config, seed=args.seed)
+    engine_settings = load_config(args.config).engine
     identity = {
         "data": sorted(str(path) for path in args.data),
         "skip_per_source": skip,
@@ -511,10 +512,11 @@ async def _collect_main(args: argparse.Namespace) -> int:
         "canvas": canvas,
         "system_template": hashlib.sha256(observer.system_template.encode()).hexdigest()[:16],
         "reward": reward.model_dump(mode="json"),
+        "engine": engine_settings.model_dump(mode="json"),
     }
     journal, done = TraceJournal.open(args.out, identity, resume=args.resume)
     registry = default_registry()
-    engine = engine_with(registry, backend, load_config(args.config).engine)
+    engine = engine_with(registry, backend, engine_settings)
     server = build_server(ServerSettings(), registry=registry, executor=engine, observer=observer)
     try:
         new = await collect_traces(

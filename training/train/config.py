@@ -1,7 +1,8 @@
 """The training configuration (docs/design/training.md, "Runs"): one validated YAML file per run.
 
 Every section rejects unknown keys, so a misspelt option fails at load time with its dotted path instead of
-being silently ignored hours into a run. Presets live in `configs/` (`paper`, `cpu-smoke`, `cpu-smollm2`).
+being silently ignored hours into a run. Presets live in `configs/` (`paper`, `cpu-smoke`, `cpu-smollm2`,
+`cpu-warmstart`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flowsteer_mcp.server.results import WorkflowOptionsInput
-from operators.backends.config import LocalModelConfig, OpenAIModelConfig, SamplingConfig, ScriptedModelConfig
+from operators.backends.config import (
+    EngineConfig,
+    LocalModelConfig,
+    OpenAIModelConfig,
+    SamplingConfig,
+    ScriptedModelConfig,
+)
 from training.errors import TrainingError
 from training.loss import Normalisation
 from training.reward import RewardConfig
@@ -197,6 +204,9 @@ class TrainConfig(_Strict):
     optim: OptimSettings = Field(default_factory=OptimSettings)
     loss: LossSettings = Field(default_factory=LossSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    # The engine that runs each trajectory's workflow on the executor (timeouts, re-asks): the `[engine]` table of
+    # an executor config, so a run's episodes behave as the evaluation's do under the same settings.
+    engine: EngineConfig = Field(default_factory=EngineConfig)
     sft: SftSettings | None = None  # the warm start run by `flowsteer train sft`
 
     @model_validator(mode="after")
@@ -217,6 +227,8 @@ class TrainConfig(_Strict):
         data = self.model_dump(
             mode="json", exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "python"}, "sft": True}
         )
+        if self.engine == EngineConfig():
+            del data["engine"]  # runs from before the section existed had the default engine: same fingerprint
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

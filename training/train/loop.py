@@ -229,16 +229,15 @@ class Trainer:
             make_client = round_robin_remote(config.rollout.mcp_urls, token)
         else:
             from flowsteer_mcp.canvas.observation import ObservationBuilder
-            from flowsteer_mcp.engine import WorkflowEngine
+            from flowsteer_mcp.executor import engine_with
             from flowsteer_mcp.server import ServerSettings, build_server
             from operators.registry import default_registry
 
             registry = default_registry()
             template = config.rollout.system_template
             observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
-            server = build_server(
-                ServerSettings(), registry=registry, executor=WorkflowEngine(registry, backend), observer=observer
-            )
+            engine = engine_with(registry, backend, config.engine)
+            server = build_server(ServerSettings(), registry=registry, executor=engine, observer=observer)
             make_client = in_process_clients(server.mcp)
         openai = AsyncOpenAI(base_url=service.openai_base_url, api_key="not-needed", max_retries=2)
         try:
