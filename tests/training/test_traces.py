@@ -30,6 +30,7 @@ from training.traces.collect import (
     TraceCollectionError,
     TraceJournal,
     collect_traces,
+    interleave_sources,
     plan_workflows,
     run_trace,
     training_problems,
@@ -217,6 +218,16 @@ def test_resume_skips_done_episodes_and_drops_a_cut_off_last_line(tmp_path: Path
     journal.close()
     assert [e.workflow for e in more] == ["greedy-cot"] and len(executor.calls) == 1
     assert [e.workflow for e in read_episodes(tmp_path / TRACES_NAME)] == [e.workflow for e in [*first, *more]]
+
+
+def test_sources_take_turns_so_a_collection_cut_short_covers_each() -> None:
+    def problem(source: str, n: int) -> Problem:
+        return Problem(id=f"{source}/{n}", source=source, problem_type="math", problem="1 + 1?", ground_truth="2")
+
+    problems = [problem("gsm8k", n) for n in range(3)] + [problem("mbpp", n) for n in range(2)]
+    order = [p.id for p in interleave_sources(problems)]
+    assert order == ["gsm8k/0", "mbpp/0", "gsm8k/1", "mbpp/1", "gsm8k/2"]
+    assert interleave_sources([]) == []
 
 
 def test_plan_covers_the_task_types_entries_and_their_variations() -> None:

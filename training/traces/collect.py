@@ -233,6 +233,16 @@ def training_problems(
     return problems, frozenset(problem.id for problem in dev)
 
 
+def interleave_sources(problems: Sequence[Problem]) -> list[Problem]:
+    """The problems with their sources taken in turn (each source's own order kept), so that a collection cut
+    short (`--resume` continues it) has covered every source about equally, not the first source only."""
+    by_source: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_source.setdefault(problem.source, []).append(problem)
+    queues = list(by_source.values())
+    return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
+
+
 def refuse_dev_items(problems: Sequence[Problem], dev_ids: frozenset[str]) -> None:
     leaked = sorted(problem.id for problem in problems if problem.id in dev_ids)
     if leaked:
@@ -405,7 +415,7 @@ async def collect_traces(
     finished = {episode.key for episode in done}
     jobs = [
         (problem, workflow)
-        for problem in problems
+        for problem in interleave_sources(problems)
         for workflow in plan_workflows(problem.problem_type, workflows, variation_count, seed)
         if (problem.id, workflow.name) not in finished
     ]
