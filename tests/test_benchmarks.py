@@ -64,3 +64,10 @@ def test_rollout_benchmark_whose_trajectories_fail_exits_non_zero_without_a_rati
     assert done.returncode == 1, done.stderr[-2000:]
     assert "ratio" not in done.stdout and "trajectories/min" not in done.stdout
     assert "no figures printed" in done.stderr and "trajectories failed" in done.stderr
+
+
+def test_learner_dtype_benchmark_without_its_model_exits_non_zero_without_a_ratio() -> None:
+    done = _bench("learner_dtype.py", "--model", "no-such-model")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "ratio" not in done.stdout and "update=" not in done.stdout
+    assert "no figures printed" in done.stderr and "no-such-model" in done.stderr
