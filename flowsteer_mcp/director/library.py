@@ -282,10 +282,11 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
 # vs direct 58.5 / 51.0, pooled McNemar 30 / 1 (p < 0.001), 6.4x tokens (docs/runs/full-code). sample8-exec, the
 # same sampling under the workflow's own prompt, led the n=30 screen (docs/runs/screen-code-30b) and tied it on the
 # full slices in one run (69.8 pooled each, vs direct 56.0); direct8-exec is the cheaper. math: direct-sc8 on the
-# GSM8K dev slice (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens; direct-sc4+pot4 scored 39.0 at
-# 8.0x, and within 1 point the cheaper entry wins (docs/runs/full-math). qa: direct-sc5 on HotpotQA and SQuAD-v2
-# (100 each): 18.7 / 33.6 vs direct 16.3 / 33.3 F1 at 2x tokens (docs/runs/full-qa). general keeps `classic` (no
-# general benchmark here).
+# GSM8K dev slice (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens (36.0 vs 29.0, 6.4x, in a second
+# run with broken samples dropped); direct-sc4+pot4 scored 39.0 at 8.0x, and within 1 point the cheaper entry wins
+# (docs/runs/full-math). qa: direct-sc5 on HotpotQA and SQuAD-v2 (100 each): 18.7 / 33.6 vs direct 16.3 / 33.3 F1
+# at 2x tokens, 16.3 / 33.1 vs 16.2 / 32.3 in a second run (docs/runs/full-qa). general keeps `classic` (no general
+# benchmark here).
 DEFAULT_WORKFLOW: dict[str, str] = {
     "code": "direct8-exec",
     "math": "direct-sc8",
