@@ -170,6 +170,9 @@ def test_a_traces_collect_record_is_read_as_policy_messages(tmp_path: Path) -> N
         "correctness": 1.0,
         "reward": 1.0,
     }
+    # Library names repeat across task types: a record that says its type is that type's family.
+    (typed,) = load_transcripts([write_transcripts(tmp_path / "typed.jsonl", [{**record, "task_type": "math"}])])
+    assert typed.family == "math/code-test"
     assert [(t.kind, t.completion) for t in loaded.turns] == [
         ("action", "<action>add</action><operator>Programmer</operator>"),
         ("prompt", "Write it."),

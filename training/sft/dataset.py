@@ -76,7 +76,8 @@ class Transcript(BaseModel):
     def _from_trace_record(cls, data: Any) -> Any:
         """Map a trace record onto this shape: action turns see the system prompt and the observation, prompt
         turns the observation alone (as `PolicyDirector` sends them); the family is the library workflow it
-        comes from; turns the canvas rejected are left out, since the policy should not learn them."""
+        comes from, under its task type; turns the canvas rejected are left out, since the policy should not learn
+        them."""
         if not (isinstance(data, dict) and "system" in data and "episode" not in data):
             return data
         turns = []
@@ -88,6 +89,8 @@ class Transcript(BaseModel):
             messages = [*context, {"role": "user", "content": turn.get("observation")}]
             turns.append({"messages": messages, "completion": turn.get("text"), "kind": kind})
         family = data.get("base_workflow") or data.get("workflow") or UNKNOWN_FAMILY
+        if data.get("task_type") and family != UNKNOWN_FAMILY:
+            family = f"{data['task_type']}/{family}"  # library names repeat across task types (`classic`)
         outcome = {key: data.get(key) for key in ("problem_id", "workflow", "structure", "correctness", "reward")}
         return {"episode": {"family": family, **outcome}, "turns": turns}
 
