@@ -52,6 +52,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def _source_list(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]
     if not names:
@@ -123,6 +133,20 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         metavar="N",
         help="token budget of the policy's one re-ask when a turn has no action (default 128)",
+    )
+
+    who.add_argument(
+        "--policy-config",
+        type=Path,
+        metavar="TRAIN.yaml",
+        help="play the policy as its training rollouts did: that config's sampling, canvas options, re-ask and "
+        "observation template (default: the director's own defaults)",
+    )
+    who.add_argument(
+        "--policy-temperature",
+        type=_non_negative_float,
+        metavar="T",
+        help="the policy's sampling temperature instead of --policy-config's (e.g. 0: its most likely workflow)",
     )
 
     run = parser.add_argument_group("execution")
@@ -355,11 +379,19 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
     if uses_policy and args.replay is None and not (args.policy_url and args.policy_model):
         parser.error("--director policy needs --policy-url and --policy-model")
     if not uses_policy and (
-        args.policy_url or args.policy_model or args.policy_api_key_env or args.policy_reask_tokens
+        args.policy_url
+        or args.policy_model
+        or args.policy_api_key_env
+        or args.policy_reask_tokens
+        or args.policy_config
+        or args.policy_temperature is not None
     ):
         parser.error(
-            "--policy-url/--policy-model/--policy-api-key-env/--policy-reask-tokens are only used with --director policy"
+            "--policy-url/--policy-model/--policy-api-key-env/--policy-reask-tokens/--policy-config/"
+            "--policy-temperature are only used with --director policy"
         )
+    if args.policy_temperature is not None and args.policy_config is None:
+        parser.error("--policy-temperature needs --policy-config (the rollout settings it overrides)")
     if args.mcp_url and (args.record or args.replay):
         parser.error(
             "--record/--replay need the in-process server (the remote server's executor is not ours); drop --mcp-url"
@@ -399,6 +431,7 @@ async def _close_eval_resources(
 
 
 async def _run_eval(args: argparse.Namespace) -> int:
+    from flowsteer_mcp.canvas.observation import ObservationBuilder
     from flowsteer_mcp.executor import engine_with
     from flowsteer_mcp.server import ServerSettings, build_server
     from operators.backends.config import ConfigError, EngineConfig, load_config
@@ -407,6 +440,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
     from training.evaluate.clients import in_process_clients, remote_clients
     from training.evaluate.directors import PolicyEndpoint, build_director, build_workflow_director
     from training.evaluate.journal import ItemJournal, JournalError
+    from training.evaluate.policy_play import policy_play
     from training.evaluate.recording import executor_backend, start_recording
     from training.evaluate.report import markdown_report, write_report
     from training.evaluate.results import EvalConfig
@@ -423,6 +457,12 @@ async def _run_eval(args: argparse.Namespace) -> int:
             if needs_executor
             else None
         )
+        play = policy_play(args.policy_config, temperature=args.policy_temperature) if args.policy_config else None
+        if play is not None and play.system_template and args.mcp_url:
+            raise ValueError(
+                f"{args.policy_config} sets rollout.system_template, which only the in-process server can use; "
+                "drop --mcp-url or start that server with the same template"
+            )
         policy = PolicyEndpoint(
             url=args.policy_url,
             model=args.policy_model,
@@ -431,6 +471,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
             record=args.record,
             replay=args.replay,
             reask_max_tokens=args.policy_reask_tokens,
+            play=play,
         )
         directors = [build_director(name, executor_backend=backend, policy=policy) for name in names]
         directors += [build_workflow_director(path) for path in args.workflow or []]
@@ -447,8 +488,13 @@ async def _run_eval(args: argparse.Namespace) -> int:
     else:
         assert backend is not None
         registry = default_registry()
+        template = play.system_template if play is not None else None
+        observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
         server = build_server(
-            ServerSettings(), registry=registry, executor=engine_with(registry, backend, engine_settings)
+            ServerSettings(),
+            registry=registry,
+            executor=engine_with(registry, backend, engine_settings),
+            observer=observer,
         )
         make_client = in_process_clients(server.mcp)
 
@@ -468,6 +514,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
         mcp_url=args.mcp_url,
         policy_url=args.policy_url,
         policy_model=args.policy_model,
+        policy_play=play.identity() if play is not None else None,
         record=str(args.record) if args.record else None,
         replay=str(args.replay) if args.replay else None,
         episode_timeout_s=args.episode_timeout,

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowsteer_mcp.director.episode import Director
 from operators.backends.base import ChatBackend
+from training.evaluate.policy_play import PolicyPlay
 
 DirectorName = Literal["direct", "template", "policy"]
 DIRECTOR_NAMES: tuple[DirectorName, ...] = ("direct", "template", "policy")
@@ -34,6 +35,7 @@ class PolicyEndpoint(BaseModel):
     record: Path | None = None
     replay: Path | None = None
     reask_max_tokens: int | None = Field(default=None, ge=1)  # None: the policy director's default
+    play: PolicyPlay | None = None  # the training config's rollout settings; None: the director's defaults
 
 
 def _policy_director(endpoint: PolicyEndpoint) -> Director:
@@ -65,11 +67,22 @@ def _policy_director(endpoint: PolicyEndpoint) -> Director:
         max_retries=2,
         http_client=httpx2.AsyncClient(transport=transport) if transport is not None else None,
     )
+    play = endpoint.play
+    if play is None:
+        return PolicyDirector(
+            client,
+            model,
+            sampling=PolicySampling(seed=endpoint.seed),
+            reask_max_tokens=endpoint.reask_max_tokens or REASK_MAX_TOKENS,
+        )
     return PolicyDirector(
         client,
         model,
-        sampling=PolicySampling(seed=endpoint.seed),
-        reask_max_tokens=endpoint.reask_max_tokens or REASK_MAX_TOKENS,
+        sampling=PolicySampling(**play.sampling, seed=endpoint.seed),
+        canvas_options=play.canvas,
+        reask=play.reask,
+        reask_max_tokens=endpoint.reask_max_tokens or play.reask_max_tokens,
+        transcript=play.transcript,
     )
 
 

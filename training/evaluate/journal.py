@@ -29,6 +29,7 @@ IDENTITY_FIELDS = (
     "mcp_url",
     "policy_url",
     "policy_model",
+    "policy_play",
     "seed",
     "replay",
     "workflow_digests",
@@ -36,7 +37,7 @@ IDENTITY_FIELDS = (
 # Older journals lack a field recorded since; a missing one reads as this default, or, where no default can
 # be known (`_NOT_RECORDED`: journals written before the engine settings were), is not compared.
 _NOT_RECORDED = object()
-_IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}, "engine": _NOT_RECORDED}
+_IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}, "engine": _NOT_RECORDED, "policy_play": None}
 
 ItemKey = tuple[str, str, str]  # (director, source, problem_id)
 

@@ -27,6 +27,7 @@ class EvalConfig(BaseModel):
     mcp_url: str | None = None  # None: an in-process server
     policy_url: str | None = None
     policy_model: str | None = None
+    policy_play: dict[str, Any] | None = None  # --policy-config's rollout settings (PolicyPlay.identity())
     record: str | None = None
     replay: str | None = None
     episode_timeout_s: float | None = None

@@ -1,0 +1,56 @@
+"""How the `policy` director plays an evaluation episode, taken from the training config it was trained under.
+
+A policy trained on the compact observation template, one-line actions (stop at a newline) and a relaxed
+`finish` sees a different game under the evaluation's defaults (built-in template, 512-token turns, strict
+finish): scoring it there measures the mismatch, not the policy. `--policy-config TRAIN.yaml` evaluates it
+exactly as its rollouts ran; only the sampling temperature may be set apart (`--policy-temperature`, e.g. 0 for
+the policy's most likely workflow).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PolicyPlay(BaseModel):
+    """The rollout settings an evaluated policy plays under; recorded in the report and checked on --resume."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str  # the training config it came from
+    sampling: dict[str, Any]  # PolicySampling fields (no seed: --seed gives it)
+    canvas: dict[str, Any]  # create_workflow's options
+    reask: bool
+    reask_max_tokens: int = Field(ge=1)
+    transcript: bool  # the `history` observation mode
+    system_template: str | None = None  # observation template file for the in-process server
+    system_template_sha256: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """What a result depends on (the config's path does not; the template's text does)."""
+        return self.model_dump(mode="json", exclude={"source", "system_template"})
+
+
+def policy_play(config_path: Path, *, temperature: float | None = None) -> PolicyPlay:
+    """The rollout settings of the training config at `config_path`; raises TrainConfigError when it is invalid."""
+    from training.train.config import load_train_config
+
+    rollout = load_train_config(config_path).rollout
+    sampling = rollout.sampling.model_dump(mode="json", exclude={"seeded", "reask", "reask_max_tokens"})
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    template = rollout.system_template
+    return PolicyPlay(
+        source=str(config_path),
+        sampling=sampling,
+        canvas=rollout.canvas.model_dump(mode="json"),
+        reask=rollout.sampling.reask,
+        reask_max_tokens=rollout.sampling.reask_max_tokens,
+        transcript=rollout.mode == "history",
+        system_template=template,
+        system_template_sha256=hashlib.sha256(Path(template).read_bytes()).hexdigest() if template else None,
+    )
