@@ -181,6 +181,22 @@ def test_a_traces_collect_record_is_read_as_policy_messages(tmp_path: Path) -> N
     assert [m.model_dump() for m in loaded.turns[1].messages] == [{"role": "user", "content": "Prompt for Programmer:"}]
 
 
+def test_a_compressed_collection_reads_like_the_plain_one(tmp_path: Path) -> None:
+    import gzip
+
+    folder = tmp_path / "published"
+    folder.mkdir()
+    rows = [transcript(family, f"problem {n}") for n, family in enumerate(FAMILIES)]
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    (folder / "traces.jsonl.gz").write_bytes(gzip.compress(text.encode("utf-8")))
+    (tmp_path / "traces.jsonl").write_text(text, encoding="utf-8")
+    compressed = load_transcripts([folder])
+    assert [t.model_dump() for t in compressed] == [
+        t.model_dump() for t in load_transcripts([tmp_path / "traces.jsonl"])
+    ]
+    assert [t.family for t in compressed] == list(FAMILIES)
+
+
 def test_a_line_that_is_not_a_transcript_is_named(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"turns": []}\n', encoding="utf-8")

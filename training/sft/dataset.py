@@ -14,6 +14,7 @@ The held-out split is by episode, per family, so held-out observations come from
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from collections import Counter, defaultdict
@@ -135,11 +136,13 @@ class SftExample:
 
 
 def transcript_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The transcript files at `paths`: files as given, folders searched for `*.jsonl` and `*.jsonl.gz` (a
+    published collection is committed compressed)."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(path.rglob("*.jsonl")))
+            files.extend(sorted([*path.rglob("*.jsonl"), *path.rglob("*.jsonl.gz")]))
         elif path.is_file():
             files.append(path)
         else:
@@ -152,7 +155,9 @@ def transcript_files(paths: Iterable[str | Path]) -> list[Path]:
 def load_transcripts(paths: Iterable[str | Path]) -> list[Transcript]:
     transcripts: list[Transcript] = []
     for file in transcript_files(paths):
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        raw = file.read_bytes()
+        text = (gzip.decompress(raw) if file.name.endswith(".gz") else raw).decode("utf-8")
+        for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
