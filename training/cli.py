@@ -203,7 +203,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "did it learn: train trend RUN_DIR",
     )
     commands.add_parser(
-        "traces", help="scripted Flow-Director transcripts for warm start: traces collect --data FILE --out DIR ..."
+        "traces",
+        help="scripted Flow-Director transcripts for warm start: traces collect --data FILE --out DIR ...; traces summary DIR",
     )
     commands.add_parser("view", help="browse an evaluation or training run folder in a web browser: view RUN_DIR")
     return parser, eval_parser

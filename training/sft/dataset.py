@@ -152,12 +152,16 @@ def transcript_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
+def read_transcript_text(file: Path) -> str:
+    """A transcript file's text, decompressed when it is gzipped (`*.gz`)."""
+    raw = file.read_bytes()
+    return (gzip.decompress(raw) if file.name.endswith(".gz") else raw).decode("utf-8")
+
+
 def load_transcripts(paths: Iterable[str | Path]) -> list[Transcript]:
     transcripts: list[Transcript] = []
     for file in transcript_files(paths):
-        raw = file.read_bytes()
-        text = (gzip.decompress(raw) if file.name.endswith(".gz") else raw).decode("utf-8")
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(read_transcript_text(file).splitlines(), start=1):
             if not line.strip():
                 continue
             try:

@@ -553,9 +553,17 @@ async def _collect_main(args: argparse.Namespace) -> int:
 
 
 def traces_main(argv: list[str]) -> int:
-    """`flowsteer traces collect ...`; 2 on a usage error."""
+    """`flowsteer traces collect ...` or `flowsteer traces summary DIR`; 2 on a usage error."""
+    if argv and argv[0] == "summary":
+        from training.traces.summary import summary_main
+
+        return summary_main(argv[1:])
     if not argv or argv[0] != "collect":
-        print("usage: flowsteer traces collect --data FILE ... --out DIR [options] (see --help)", file=sys.stderr)
+        print(
+            "usage: flowsteer traces collect --data FILE ... --out DIR [options] | flowsteer traces summary DIR "
+            "(see --help)",
+            file=sys.stderr,
+        )
         return 2
     args = _parser().parse_args(argv[1:])
     try:

@@ -19,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="flowsteer train",
         description="CWRPO training of a Flow-Director policy: rollouts through the MCP canvas, generation on "
         "vLLM with the LoRA adapter handed over after every step. Presets: configs/paper.yaml (GPU), "
-        "configs/cpu-smoke.yaml, configs/cpu-smollm2.yaml.",
+        "configs/cpu-smoke.yaml, configs/cpu-smollm2.yaml, configs/cpu-warmstart.yaml (after `train sft`).",
     )
     parser.add_argument("--config", required=True, help="training config (YAML), e.g. configs/cpu-smoke.yaml")
     parser.add_argument(
