@@ -12,9 +12,14 @@ import structlog
 _SECRET_KEYS = ("token", "api_key", "authorization", "password", "secret")
 
 
+def _is_token_count(key: str, value: Any) -> bool:
+    """`tokens=1234`, `prompt_tokens=...`: a number under a *token* key counts LLM tokens; it is no credential."""
+    return "token" in key.lower() and isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in list(event):
-        if any(marker in key.lower() for marker in _SECRET_KEYS):
+        if any(marker in key.lower() for marker in _SECRET_KEYS) and not _is_token_count(key, event[key]):
             event[key] = "***"
     return event
 
