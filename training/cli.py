@@ -291,7 +291,8 @@ def _train_sft(argv: list[str]) -> int:
         return USAGE_ERROR
     print(
         f"warm start steps {summary.first_step}..{summary.last_step}: loss {summary.final_loss}, held-out loss "
-        f"{summary.heldout_loss}, valid-action share {summary.valid_action_share}; adapter: {summary.adapter}"
+        f"{summary.heldout_loss}, valid-action share {summary.valid_action_share}, same-action share "
+        f"{summary.same_action_share}; adapter: {summary.adapter}"
         + (f", merged model: {summary.merged}" if summary.merged else "")
     )
     return 0

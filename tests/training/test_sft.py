@@ -219,6 +219,24 @@ def test_valid_share_counts_what_the_canvas_parser_accepts() -> None:
     assert share.action_share == pytest.approx(0.6)
 
 
+def test_same_action_share_counts_the_transcripts_own_action_prompts_aside() -> None:
+    expected = "<action>add</action><operator>Programmer</operator><samples>4</samples><prompt>Solve it.</prompt>"
+    written = [
+        (
+            "<action>add</action><operator>Programmer</operator><samples>4</samples><prompt>Other words.</prompt>",
+            "action",
+        ),
+        ("<action>add</action><operator>Programmer</operator><prompt>Solve it.</prompt>", "action"),  # one sample
+        ("<action>add</action><operator>Custom</operator><samples>4</samples>", "action"),  # another operator
+        ("not an action", "action"),
+        ("Solve it.", "prompt"),  # prompt turns are not actions to match
+    ]
+    share = count_valid(written, expected=[expected, expected, expected, expected, "Solve it."])  # type: ignore[arg-type]
+    assert (share.action_turns, share.valid_actions, share.same_actions) == (4, 3, 1)
+    assert share.same_action_share == pytest.approx(0.25)
+    assert count_valid(written).same_actions == 0  # type: ignore[arg-type]
+
+
 def test_sft_section_is_validated_and_kept_out_of_the_cwrpo_fingerprint() -> None:
     base = {
         "run": {"steps": 2},

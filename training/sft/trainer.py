@@ -31,7 +31,13 @@ from torch import Tensor
 
 from training.rollout.samples import TurnSample
 from training.sft.dataset import SftDataset, SftExample, load_transcripts
-from training.sft.valid_share import default_rules, held_out_valid_share, is_valid_turn
+from training.sft.valid_share import (
+    default_rules,
+    expected_text,
+    held_out_valid_share,
+    is_same_action,
+    is_valid_turn,
+)
 from training.train.batching import collate, micro_batches
 from training.train.checkpoint import (
     CheckpointError,
@@ -61,6 +67,7 @@ class SftSummary(BaseModel):
     heldout_loss: float | None
     valid_share: float | None
     valid_action_share: float | None
+    same_action_share: float | None = None  # held-out action turns that take the transcript's own action
     adapter: str
     merged: str | None
     wall_s: float
@@ -251,7 +258,7 @@ class SftRun:
                 max_new_tokens=self.config.rollout.sampling.max_action_tokens,
                 limit=self.settings.valid_share_limit,
             )
-            _write_heldout(self.out_dir / "heldout.jsonl", dataset.held_out, texts)
+            _write_heldout(self.out_dir / "heldout.jsonl", dataset.held_out, texts, tokenizer)
         merged = self._export_merged(policy, tokenizer) if self.settings.export_merged else None
         summary = SftSummary(
             out_dir=str(self.out_dir),
@@ -261,6 +268,7 @@ class SftRun:
             heldout_loss=heldout_loss,
             valid_share=share.share if share else None,
             valid_action_share=share.action_share if share else None,
+            same_action_share=share.same_action_share if share else None,
             adapter=str(adapter),
             merged=str(merged) if merged else None,
             wall_s=time.monotonic() - started,
@@ -279,16 +287,19 @@ class SftRun:
         return folder
 
 
-def _write_heldout(path: Path, examples: Sequence[SftExample], texts: Sequence[str]) -> None:
+def _write_heldout(path: Path, examples: Sequence[SftExample], texts: Sequence[str], tokenizer: Any) -> None:
     rules = default_rules()
     with path.open("w", encoding="utf-8") as handle:
         for example, text in zip(examples, texts, strict=False):
+            expected = expected_text(tokenizer, example)
             row = {
                 "episode": example.episode,
                 "turn": example.turn,
                 "family": example.family,
                 "kind": example.kind,
                 "written": text,
+                "expected": expected,
                 "valid": is_valid_turn(text, example.kind, rules),
+                "same_action": example.kind == "action" and is_same_action(text, expected, rules),
             }
             handle.write(json.dumps(row) + "\n")

@@ -16,7 +16,7 @@ import structlog
 import torch
 from pydantic import BaseModel
 
-from flowsteer_mcp.canvas.dialect import parse_action_turn, parse_prompt_turn
+from flowsteer_mcp.canvas.dialect import ActionTurn, parse_action_turn, parse_prompt_turn
 from flowsteer_mcp.canvas.errors import CanvasError
 from flowsteer_mcp.canvas.options import CanvasOptions
 from flowsteer_mcp.canvas.validate import CanvasRules
@@ -33,6 +33,9 @@ class ValidShare(BaseModel):
     valid: int
     action_turns: int
     valid_actions: int
+    # action turns whose parsed action is the transcript's own, prompts aside (operator, samples, structure,
+    # target): a valid turn may still build another workflow than the one it imitates
+    same_actions: int = 0
 
     @property
     def share(self) -> float:
@@ -42,10 +45,15 @@ class ValidShare(BaseModel):
     def action_share(self) -> float:
         return self.valid_actions / self.action_turns if self.action_turns else 0.0
 
+    @property
+    def same_action_share(self) -> float:
+        return self.same_actions / self.action_turns if self.action_turns else 0.0
+
     def flat(self, prefix: str = "heldout") -> dict[str, float]:
         return {
             f"{prefix}/valid_share": self.share,
             f"{prefix}/valid_action_share": self.action_share,
+            f"{prefix}/same_action_share": self.same_action_share,
             f"{prefix}/turns": float(self.turns),
         }
 
@@ -66,16 +74,56 @@ def is_valid_turn(text: str, kind: TurnKind, rules: CanvasRules) -> bool:
     return True
 
 
-def count_valid(turns: Sequence[tuple[str, TurnKind]], rules: CanvasRules | None = None) -> ValidShare:
-    """Judge written turns `(text, kind)` with the canvas parser."""
+def _without_prompts(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_prompts(item) for key, item in value.items() if key != "prompt"}
+    if isinstance(value, list):
+        return [_without_prompts(item) for item in value]
+    return value
+
+
+def action_shape(text: str, rules: CanvasRules) -> Any | None:
+    """The action an action turn parses to, prompts left out; None when it does not parse to an action."""
+    try:
+        parsed = parse_action_turn(text, rules, lenient=False)
+    except CanvasError:
+        return None
+    if not isinstance(parsed, ActionTurn):
+        return None
+    return _without_prompts(parsed.action.model_dump(mode="json"))
+
+
+def is_same_action(written: str, expected: str, rules: CanvasRules) -> bool:
+    shape = action_shape(written, rules)
+    return shape is not None and shape == action_shape(expected, rules)
+
+
+def count_valid(
+    turns: Sequence[tuple[str, TurnKind]],
+    rules: CanvasRules | None = None,
+    *,
+    expected: Sequence[str] | None = None,
+) -> ValidShare:
+    """Judge written turns `(text, kind)` with the canvas parser; with `expected` (the transcripts' own turns),
+    also count the action turns that take the transcript's action."""
     rules = rules or default_rules()
     verdicts = [(kind, is_valid_turn(text, kind, rules)) for text, kind in turns]
+    same = 0
+    if expected is not None:
+        pairs = zip(turns, expected, strict=True)
+        same = sum(kind == "action" and is_same_action(text, want, rules) for (text, kind), want in pairs)
     return ValidShare(
         turns=len(verdicts),
         valid=sum(ok for _, ok in verdicts),
         action_turns=sum(kind == "action" for kind, _ in verdicts),
         valid_actions=sum(ok for kind, ok in verdicts if kind == "action"),
+        same_actions=same,
     )
+
+
+def expected_text(tokenizer: Any, example: SftExample) -> str:
+    """The transcript's own turn, as the policy would have written it."""
+    return str(tokenizer.decode(example.completion_ids, skip_special_tokens=True))
 
 
 @torch.no_grad()
@@ -103,6 +151,13 @@ def held_out_valid_share(
     """Generate on (at most `limit` of) the held-out turns and count the valid ones; also returns the texts."""
     chosen = list(examples[:limit] if limit is not None else examples)
     texts = generate_greedy(model, tokenizer, [ex.prompt_ids for ex in chosen], max_new_tokens=max_new_tokens)
-    share = count_valid([(text, ex.kind) for text, ex in zip(texts, chosen, strict=True)])
-    log.info("sft.valid_share", turns=share.turns, share=share.share, action_share=share.action_share)
+    expected = [expected_text(tokenizer, ex) for ex in chosen]
+    share = count_valid([(text, ex.kind) for text, ex in zip(texts, chosen, strict=True)], expected=expected)
+    log.info(
+        "sft.valid_share",
+        turns=share.turns,
+        share=share.share,
+        action_share=share.action_share,
+        same_action_share=share.same_action_share,
+    )
     return share, texts
