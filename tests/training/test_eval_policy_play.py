@@ -13,6 +13,8 @@ from tests.support.openai_stub import OpenAIStub, StubReply
 from tests.training.test_cli import base_args
 from training.cli import main
 
+pytestmark = pytest.mark.usefixtures("no_cli_logging_setup")
+
 TEMPLATE = "TRAINED-TEMPLATE-MARKER: build a workflow, one action per line.\n$operator_names\n$finish_constraints\n"
 
 

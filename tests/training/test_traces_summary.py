@@ -10,6 +10,8 @@ import pytest
 
 from training.cli import main
 
+pytestmark = pytest.mark.usefixtures("no_cli_logging_setup")
+
 
 def record(problem: str, workflow: str, correctness: float, tokens: int, task_type: str = "code") -> dict[str, object]:
     base = workflow.split("~")[0]
