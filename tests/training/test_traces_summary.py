@@ -55,3 +55,15 @@ def test_an_empty_or_missing_collection_is_an_error(tmp_path: Path, capsys: pyte
     (tmp_path / "traces.jsonl").write_text("", encoding="utf-8")
     assert main(["traces", "summary", str(tmp_path)]) == 2
     assert "holds no episodes" in capsys.readouterr().err
+
+
+def test_the_table_ends_with_the_contested_problem_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        record("p1", "greedy", 0.0, 300),
+        record("p1", "direct8-exec", 1.0, 2000),  # the workflows disagree
+        record("p2", "greedy", 1.0, 300),
+        record("p2", "direct8-exec", 1.0, 2000),
+    ]
+    (tmp_path / "traces.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert main(["traces", "summary", str(tmp_path)]) == 0
+    assert "Contested problems (graded episodes disagree on C): 1 of 2" in capsys.readouterr().out

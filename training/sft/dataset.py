@@ -158,6 +158,17 @@ def read_transcript_text(file: Path) -> str:
     return (gzip.decompress(raw) if file.name.endswith(".gz") else raw).decode("utf-8")
 
 
+def read_transcript_records(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Every episode line of the transcripts at `paths` as a plain dict: the summaries and screens read only a
+    few fields, and should not fail on a collection written before a field was added."""
+    return [
+        json.loads(line)
+        for file in transcript_files(paths)
+        for line in read_transcript_text(file).splitlines()
+        if line.strip()
+    ]
+
+
 def load_transcripts(paths: Iterable[str | Path]) -> list[Transcript]:
     transcripts: list[Transcript] = []
     for file in transcript_files(paths):

@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from training.sft.dataset import TranscriptError, read_transcript_text, transcript_files
+from training.sft.dataset import TranscriptError, read_transcript_records
+from training.traces.contested import screen_records
 
 
 class WorkflowScore(BaseModel):
@@ -52,15 +53,6 @@ def score_rows(records: Iterable[dict[str, Any]]) -> list[WorkflowScore]:
     return sorted(rows, key=lambda row: (row.task_type, -row.mean_correctness, row.mean_tokens))
 
 
-def read_records(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    records = []
-    for file in transcript_files(paths):
-        for line in read_transcript_text(file).splitlines():
-            if line.strip():
-                records.append(json.loads(line))
-    return records
-
-
 def markdown(rows: Sequence[WorkflowScore]) -> str:
     lines = [
         "| task type | workflow | episodes | problems | mean C | tokens / episode | errors |",
@@ -83,12 +75,21 @@ def summary_main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a Markdown table")
     args = parser.parse_args(argv)
     try:
-        rows = score_rows(read_records(args.paths))
+        records = read_transcript_records(args.paths)
+        rows = score_rows(records)
     except (TranscriptError, OSError, json.JSONDecodeError) as error:
         print(f"flowsteer traces summary: error: {error}", file=sys.stderr)
         return 2
     if not rows:
         print("flowsteer traces summary: error: the collection holds no episodes", file=sys.stderr)
         return 2
-    print(json.dumps([row.model_dump() for row in rows], indent=2) if args.json else markdown(rows))
+    if args.json:
+        print(json.dumps([row.model_dump() for row in rows], indent=2))
+        return 0
+    screen = screen_records(records)
+    print(markdown(rows))
+    print(
+        f"\nContested problems (graded episodes disagree on C): {len(screen.contested)} of {screen.graded_problems}"
+        " (train on them with data.contested_in)"
+    )
     return 0

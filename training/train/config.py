@@ -99,6 +99,8 @@ class DataSettings(_Strict):
     sources: list[str] | None = None
     skip_per_source: int = Field(default=0, ge=0)  # leave out each source's first N (e.g. the items you evaluate on)
     limit_per_source: int | None = Field(default=None, ge=1)  # then keep at most N per source
+    # Then keep only the problems on which these transcripts' workflows scored differently (training/traces/contested.py)
+    contested_in: list[str] | None = Field(default=None, min_length=1)
     shuffle: bool = True
 
 
