@@ -88,11 +88,12 @@ def test_overrides_apply_and_bad_ones_are_explained(tmp_path: Path) -> None:
         load_train_config(tmp_path / "missing.yaml")
 
 
-def test_fingerprint_ignores_steps_and_logging_but_not_the_learning_rate() -> None:
+def test_fingerprint_ignores_steps_logging_and_micro_batches_but_not_the_learning_rate() -> None:
     base = parse_train_config(minimal())
     longer = parse_train_config({**minimal(), "run": {"steps": 9}, "logging": {"plots": False}})
+    smaller_micro = parse_train_config({**minimal(), "optim": {"micro_batch_size": 1}})  # same gradient, less memory
     other_lr = parse_train_config({**minimal(), "optim": {"lr": 3e-4}})
-    assert base.fingerprint() == longer.fingerprint()
+    assert base.fingerprint() == longer.fingerprint() == smaller_micro.fingerprint()
     assert base.fingerprint() != other_lr.fingerprint()
 
 

@@ -142,7 +142,7 @@ def load_latest(root: Path, *, fingerprint: str) -> Restored:
     if state.fingerprint != fingerprint:
         raise CheckpointError(
             f"--resume: {folder} was written with another configuration (fingerprint {state.fingerprint}, this "
-            f"config {fingerprint}); only run.steps and logging may change between a run and its resume"
+            f"config {fingerprint}); only run.steps, optim.micro_batch_size and logging may change between a run and its resume"
         )
     trainer = torch.load(folder / TRAINER_FILE, weights_only=False)
     log.info("checkpoint_loaded", folder=str(folder), step=state.step)

@@ -223,12 +223,16 @@ class TrainConfig(_Strict):
         """A hash of everything that shapes the trajectory of a run (all but the step count and logging).
 
         `--resume` refuses a checkpoint whose fingerprint differs: continuing with another learning rate or
-        dataset would not be the same run. Extending `run.steps` is allowed.
+        dataset would not be the same run. Extending `run.steps` is allowed, and so is another
+        `optim.micro_batch_size`: the update's gradient does not depend on it (`training/train/update.py`), only
+        its peak memory does, so a run the kernel killed for memory can resume with smaller micro-batches.
         """
         # `sft` is its own run (`flowsteer train sft`): a CWRPO run starts from its output through `policy.model`.
         data = self.model_dump(
             mode="json", exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "python"}, "sft": True}
         )
+        # Hashed as the default rather than left out, so runs checkpointed before this rule keep their fingerprint.
+        data["optim"]["micro_batch_size"] = OptimSettings.model_fields["micro_batch_size"].default
         if self.engine == EngineConfig():
             del data["engine"]  # runs from before the section existed had the default engine: same fingerprint
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
