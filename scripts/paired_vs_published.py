@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.evaluate.paired import PairedComparison, paired_comparisons, pooled_comparisons
+from training.evaluate.paired import paired_comparisons, pooled_label
 from training.evaluate.results import ItemResult
 
 PUBLISHED_SUFFIX = " (published)"
@@ -41,12 +42,21 @@ def published_items(spec: str, wanted: set[tuple[str, str]]) -> list[ItemResult]
     ]
 
 
-def all_pooled(items: Sequence[ItemResult], directors: Sequence[str]) -> list[PairedComparison]:
-    """Every task type together: the claim "beats direct on the dev slices" is about all of them."""
-    return [
-        pair.model_copy(update={"source": "all pooled"})
-        for pair in pooled_comparisons([item.model_copy(update={"problem_type": "all"}) for item in items], directors)
-    ]
+def scopes(items: Sequence[ItemResult]) -> dict[str, list[ItemResult]]:
+    """Each dataset, each task type with several datasets, and all of them together where there are several
+    task types: the claim "beats direct on the dev slices" is about the last."""
+    found: dict[str, list[ItemResult]] = defaultdict(list)
+    for item in items:
+        found[item.source].append(item)
+    types = list(dict.fromkeys(item.problem_type for item in items))
+    for problem_type in types:
+        group = [item for item in items if item.problem_type == problem_type]
+        sources = list(dict.fromkeys(item.source for item in group))
+        if len(sources) > 1:
+            found[pooled_label(problem_type, sources)] = group
+    if len(types) > 1:
+        found["all pooled"] = list(items)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,28 +70,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for spec in args.published:
         items += published_items(spec, wanted)
     directors = [args.baseline, *dict.fromkeys(item.director for item in items if item.director != args.baseline)]
-    pairs = [
-        *paired_comparisons(items, directors),
-        *pooled_comparisons(items, directors),
-        *all_pooled(items, directors),
-    ]
     print(f"| slice | director | n | correct | only director / only {args.baseline} | McNemar p |")
     print("|---|---|---:|---:|---:|---:|")
-    for pair in pairs:
-        scope = [i for i in items if i.director == pair.director and _in_scope(i, pair.source)]
-        print(
-            f"| {pair.source} | {pair.director} | {pair.n} | {sum(i.correct for i in scope)} | "
-            f"{pair.better} / {pair.worse} | {pair.p_value:.3g} |"
-        )
+    for label, group in scopes(items).items():
+        for pair in paired_comparisons([item.model_copy(update={"source": label}) for item in group], directors):
+            correct = sum(item.correct for item in group if item.director == pair.director)
+            print(
+                f"| {label} | {pair.director} | {pair.n} | {correct} | "
+                f"{pair.better} / {pair.worse} | {pair.p_value:.3g} |"
+            )
     return 0
-
-
-def _in_scope(item: ItemResult, label: str) -> bool:
-    if label == "all pooled":
-        return True
-    if label.endswith(")") and " pooled (" in label:
-        return item.problem_type == label.split(" pooled (")[0]
-    return item.source == label
 
 
 if __name__ == "__main__":

@@ -9,14 +9,19 @@ workflow decides the outcome, and `data.contested_in` trains on those.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pydantic import BaseModel
 
-from training.sft.dataset import read_transcript_records
+from training.data import Problem
+from training.sft.dataset import TranscriptError, read_transcript_records
+
+log = structlog.get_logger(__name__)
 
 
 class ContestedScreen(BaseModel):
@@ -46,3 +51,27 @@ def screen_records(records: Iterable[dict[str, Any]]) -> ContestedScreen:
 def contested_screen(paths: Sequence[str | Path]) -> ContestedScreen:
     """The screen of the transcript files or folders at `paths` (as `flowsteer traces collect` writes them)."""
     return screen_records(read_transcript_records(paths))
+
+
+def keep_contested(problems: list[Problem], screens: list[str]) -> list[Problem]:
+    """The problems the screening transcripts at `screens` found contested, in data order; a screen that names
+    no problem of the data (another dataset, or a dev item) is refused rather than silently training on none."""
+    try:
+        screen = contested_screen(screens)
+    except (TranscriptError, OSError, KeyError, json.JSONDecodeError) as error:
+        raise ValueError(f"data.contested_in: cannot read the screening transcripts ({error})") from None
+    wanted = set(screen.contested)
+    kept = [problem for problem in problems if problem.id in wanted]
+    if not kept:
+        raise ValueError(
+            f"data.contested_in: none of the {len(screen.contested)} contested problems of {', '.join(screens)} "
+            f"is among the {len(problems)} training problems (screened with another dataset or dev split?)"
+        )
+    log.info(
+        "contested_problems",
+        screened=screen.graded_problems,
+        contested=len(screen.contested),
+        training=len(kept),
+        of=len(problems),
+    )
+    return kept

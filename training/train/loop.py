@@ -40,8 +40,7 @@ from training.data import Problem, load_inputs
 from training.episodes import MakeClient
 from training.errors import TrainingError
 from training.rollout import EpisodeSample, RolloutBatch, collect_groups, in_process_clients, round_robin_remote
-from training.sft.dataset import TranscriptError
-from training.traces.contested import contested_screen
+from training.traces.contested import keep_contested
 from training.train.checkpoint import (
     CheckpointError,
     CheckpointState,
@@ -132,30 +131,6 @@ def load_training_problems(config: TrainConfig) -> list[Problem]:
             f"({config.rollout.problems_per_step})"
         )
     return problems
-
-
-def keep_contested(problems: list[Problem], screens: list[str]) -> list[Problem]:
-    """The problems the screening transcripts at `screens` found contested, in data order; a screen that names
-    no problem of the data (another dataset, or a dev item) is refused rather than silently training on none."""
-    try:
-        screen = contested_screen(screens)
-    except (TranscriptError, OSError, KeyError, json.JSONDecodeError) as error:
-        raise ValueError(f"data.contested_in: cannot read the screening transcripts ({error})") from None
-    wanted = set(screen.contested)
-    kept = [problem for problem in problems if problem.id in wanted]
-    if not kept:
-        raise ValueError(
-            f"data.contested_in: none of the {len(screen.contested)} contested problems of {', '.join(screens)} "
-            f"is among the {len(problems)} training problems (screened with another dataset or dev split?)"
-        )
-    log.info(
-        "contested_problems",
-        screened=screen.graded_problems,
-        contested=len(screen.contested),
-        training=len(kept),
-        of=len(problems),
-    )
-    return kept
 
 
 def resolve_policy_model(name_or_path: str) -> Path:
