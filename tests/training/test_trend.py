@@ -189,12 +189,63 @@ def test_family_shares_moving_to_the_better_family_correlate_positively() -> Non
     assert "shares moved toward the families that score higher" in report_markdown(report)
 
 
+def test_easier_problems_in_the_last_quarter_are_not_learning_within_problems() -> None:
+    """Pooled, the last quarter looks better because it drew the easy problem more often; within each problem
+    nothing changed, and the matched test says so."""
+
+    def draws(step: int) -> list[Point]:
+        easy_share = 2 if step <= 2 else 6
+        return [Point(step=step, value=1.0, problem_id="easy") for _ in range(easy_share)] + [
+            Point(step=step, value=0.0, problem_id="hard") for _ in range(8 - easy_share)
+        ]
+
+    report = trend_report([point for step in range(1, 9) for point in draws(step)], resamples=FAST, seed=0)
+    assert report.difference == pytest.approx(0.5) and report.permutation_p < 0.01
+    assert report.matched is not None
+    assert report.matched.problems == 2 and report.matched.difference == pytest.approx(0.0)
+    assert report.matched.improved == report.matched.worsened == 0
+    assert report.matched.permutation_p == pytest.approx(1.0)
+
+
+def test_a_gain_on_the_same_problems_is_significant_within_problems() -> None:
+    rng = random.Random(3)
+    difficulty = {"p0": -1.0, "p1": -0.5, "p2": 0.0, "p3": 0.5}
+    points = [
+        Point(
+            step=step, value=difficulty[f"p{index % 4}"] + 0.1 * step + rng.gauss(0.0, 0.2), problem_id=f"p{index % 4}"
+        )
+        for step in range(1, 9)
+        for index in range(8)
+    ]
+    matched = trend_report(points, resamples=FAST, seed=0).matched
+    assert matched is not None and matched.problems == 4 and matched.first_n == matched.last_n == 16
+    assert matched.difference > 0.4 and matched.improved == 4
+    assert matched.permutation_p < 0.01
+    assert "stratified permutation test, one-sided" in report_markdown(trend_report(points, resamples=FAST))
+
+
+def test_without_problems_in_both_quarters_there_is_no_matched_test() -> None:
+    points = [Point(step=step, value=0.1 * step, problem_id=f"p{step}") for step in range(1, 9) for _ in range(3)]
+    report = trend_report(points, resamples=FAST, seed=0)
+    assert report.matched is None
+    assert "no matched test" in report_markdown(report)
+    unlabelled = trend_report([Point(step=p.step, value=p.value) for p in points], resamples=FAST, seed=0)
+    assert unlabelled.matched is None
+
+
 # -- reading and refusing -------------------------------------------------------------------------------------
 
 
 def write_journal(path: Path, steps: int, per_step: int = 3) -> Path:
     rows = [
-        {"step": s, "reward/total": 0.1 * s + 0.01 * i, "reward/C": float(i % 2), "reward/S": 0.0, "families": ["vote"]}
+        {
+            "step": s,
+            "problem_id": f"mbpp/{i}",
+            "reward/total": 0.1 * s + 0.01 * i,
+            "reward/C": float(i % 2),
+            "reward/S": 0.0,
+            "families": ["vote"],
+        }
         for s in range(1, steps + 1)
         for i in range(per_step)
     ]
@@ -227,6 +278,7 @@ def test_cli_verb_prints_markdown_or_json(tmp_path: Path, capsys: pytest.Capture
     text = capsys.readouterr().out
     assert "## Trend of reward/total: first vs last quarter of 8 steps" in text
     assert "permutation test, one-sided" in text and "Welch's t" in text and "| vote |" in text
+    assert "within problems (the 3 drawn in both quarters" in text
     assert main(["train", "trend", str(run), "--metric", "C", "--json", "--resamples", "300"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["metric"] == "reward/C" and report["first"]["last_step"] == 2 and report["last"]["first_step"] == 7

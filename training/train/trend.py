@@ -14,6 +14,9 @@ resampling procedures use one `random.Random(seed)`, so a report is reproducible
 Per workflow family (`training.train.families`): its share of the first and of the last quarter, and the mean
 value of its trajectories over the whole run; the Pearson correlation between a family's mean value and its
 share change says whether the shares moved toward the families that score higher (positive) or away.
+
+Within problems (`training.train.trend_matched`): the same comparison restricted to problems drawn in both
+quarters, permuted within each problem, so that a quarter of easier problems cannot pass for learning.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from training.errors import TrainingError
 from training.evaluate.stats import regularized_beta
 from training.train.families import FAMILY_NAMES
+from training.train.trend_matched import MatchedTest, matched_markdown, matched_test
 
 Metric = Literal["reward", "C", "S"]
 METRIC_KEYS: dict[str, str] = {"reward": "reward/total", "C": "reward/C", "S": "reward/S"}
@@ -52,6 +56,7 @@ class Point(BaseModel):
     step: int
     value: float
     families: frozenset[str] = frozenset()
+    problem_id: str | None = None  # journals of older runs lack it; such points stay out of the matched test
 
 
 class GroupSummary(BaseModel):
@@ -87,6 +92,7 @@ class TrendReport(BaseModel):
     ci_high: float
     permutation_p: float
     welch: WelchTest | None  # None when both quarters have zero variance or fewer than 2 trajectories
+    matched: MatchedTest | None = None  # None when fewer than 2 problems were drawn in both quarters
     resamples: int
     seed: int
     families: list[FamilyTrend]
@@ -115,7 +121,14 @@ def read_points(path: Path, metric: Metric) -> list[Point]:
     for number, line in enumerate(lines, start=1):
         try:
             row = json.loads(line)
-            points.append(Point(step=row["step"], value=row[key], families=frozenset(row.get("families") or [])))
+            points.append(
+                Point(
+                    step=row["step"],
+                    value=row[key],
+                    families=frozenset(row.get("families") or []),
+                    problem_id=row.get("problem_id"),
+                )
+            )
         except (ValueError, KeyError, TypeError, ValidationError) as error:
             if number == len(lines):
                 break
@@ -233,6 +246,7 @@ def trend_report(
         ci_high=ci_high,
         permutation_p=permutation_p(a, b, rng, resamples),
         welch=welch_test(a, b),
+        matched=matched_test(_labelled(first), _labelled(last), rng, resamples),
         resamples=resamples,
         seed=seed,
         families=families,
@@ -241,6 +255,10 @@ def trend_report(
             [family.share_change for family in occurred],
         ),
     )
+
+
+def _labelled(points: Sequence[Point]) -> list[tuple[str, float]]:
+    return [(point.problem_id, point.value) for point in points if point.problem_id is not None]
 
 
 def _summary(points: Sequence[Point]) -> GroupSummary:
@@ -294,6 +312,7 @@ def report_markdown(report: TrendReport) -> str:
     else:
         welch = report.welch
         lines.append(f"- Welch's t = {welch.t:.3f}, df = {welch.df:.1f}, one-sided p = {welch.p_one_sided:.4g}")
+    lines.append(matched_markdown(report.matched))
     lines += [
         "",
         f"| family | share first | share last | change | mean {report.metric} (run) | trajectories |",
