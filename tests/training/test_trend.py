@@ -31,6 +31,7 @@ from training.train.trend import (
     trend_report,
     welch_test,
 )
+from training.train.trend_matched import first_and_last_draws
 
 FAST = 2000  # resamples in tests: enough for the thresholds below, quick on a shared CPU
 
@@ -231,6 +232,30 @@ def test_without_problems_in_both_quarters_there_is_no_matched_test() -> None:
     assert "no matched test" in report_markdown(report)
     unlabelled = trend_report([Point(step=p.step, value=p.value) for p in points], resamples=FAST, seed=0)
     assert unlabelled.matched is None
+
+
+def test_each_problem_drawn_twice_is_compared_with_itself() -> None:
+    draws = [(1, "a", 0.0), (1, "a", 0.0), (4, "a", 1.0), (9, "a", 1.0), (9, "a", 0.0), (2, "b", 1.0), (5, "c", 0.0)]
+    first, last = first_and_last_draws(draws)
+    assert first == [("a", 0.0), ("a", 0.0)]
+    assert last == [("a", 1.0), ("a", 0.0)]
+
+
+def test_the_report_compares_first_and_last_draws_across_passes() -> None:
+    """Two passes over four problems of different difficulty, each solved more often on its second draw."""
+    difficulty = {"p0": 0.0, "p1": 0.25, "p2": 0.5, "p3": 0.75}
+    order = ["p0", "p1", "p2", "p3", "p2", "p0", "p3", "p1"]
+    points = [
+        Point(step=step, value=difficulty[problem] + (0.2 if step > 4 else 0.0) + 0.01 * rollout, problem_id=problem)
+        for step, problem in enumerate(order, start=1)
+        for rollout in range(4)
+    ]
+    report = trend_report(points, resamples=FAST, seed=0)
+    assert report.redrawn is not None
+    assert report.redrawn.problems == 4 and report.redrawn.improved == 4
+    assert report.redrawn.difference == pytest.approx(0.2)
+    assert report.redrawn.permutation_p < 0.01
+    assert "first draw vs last draw, within problems (the 4 drawn in two steps or more" in report_markdown(report)
 
 
 # -- reading and refusing -------------------------------------------------------------------------------------

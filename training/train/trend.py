@@ -16,7 +16,8 @@ value of its trajectories over the whole run; the Pearson correlation between a 
 share change says whether the shares moved toward the families that score higher (positive) or away.
 
 Within problems (`training.train.trend_matched`): the same comparison restricted to problems drawn in both
-quarters, permuted within each problem, so that a quarter of easier problems cannot pass for learning.
+quarters, permuted within each problem, so that a quarter of easier problems cannot pass for learning; and each
+problem's first draw against its last, for the problems a run drew more than once.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from training.errors import TrainingError
 from training.evaluate.stats import regularized_beta
 from training.train.families import FAMILY_NAMES
-from training.train.trend_matched import MatchedTest, matched_markdown, matched_test
+from training.train.trend_matched import MatchedTest, first_and_last_draws, matched_markdown, matched_test
 
 Metric = Literal["reward", "C", "S"]
 METRIC_KEYS: dict[str, str] = {"reward": "reward/total", "C": "reward/C", "S": "reward/S"}
@@ -93,6 +94,7 @@ class TrendReport(BaseModel):
     permutation_p: float
     welch: WelchTest | None  # None when both quarters have zero variance or fewer than 2 trajectories
     matched: MatchedTest | None = None  # None when fewer than 2 problems were drawn in both quarters
+    redrawn: MatchedTest | None = None  # each problem's first vs last draw; None when fewer than 2 were drawn twice
     resamples: int
     seed: int
     families: list[FamilyTrend]
@@ -247,6 +249,11 @@ def trend_report(
         permutation_p=permutation_p(a, b, rng, resamples),
         welch=welch_test(a, b),
         matched=matched_test(_labelled(first), _labelled(last), rng, resamples),
+        redrawn=matched_test(
+            *first_and_last_draws([(p.step, p.problem_id, p.value) for p in points if p.problem_id is not None]),
+            rng,
+            resamples,
+        ),
         resamples=resamples,
         seed=seed,
         families=families,
@@ -312,7 +319,12 @@ def report_markdown(report: TrendReport) -> str:
     else:
         welch = report.welch
         lines.append(f"- Welch's t = {welch.t:.3f}, df = {welch.df:.1f}, one-sided p = {welch.p_one_sided:.4g}")
-    lines.append(matched_markdown(report.matched))
+    lines.append(
+        matched_markdown(report.matched, within="drawn in both quarters", earlier="first quarter", later="last quarter")
+    )
+    lines.append(
+        matched_markdown(report.redrawn, within="drawn in two steps or more", earlier="first draw", later="last draw")
+    )
     lines += [
         "",
         f"| family | share first | share last | change | mean {report.metric} (run) | trajectories |",

@@ -7,6 +7,9 @@ permuted within each problem (a stratified permutation test), so problem difficu
 The statistic is the mean, over the matched problems, of (mean value in the last quarter - mean value in the first
 quarter). The one-sided p (H1: last > first) is (1 + #{relabellings whose statistic reaches the observed one}) /
 (1 + resamples); each relabelling shuffles every problem's trajectories and keeps its quarter sizes.
+
+The same test also compares each problem's first draw with its last (`first_and_last_draws`): once a run has passed
+over its data more than once, every problem drawn twice is its own control, whichever quarter its draws fell in.
 """
 
 from __future__ import annotations
@@ -61,17 +64,34 @@ def matched_test(
     )
 
 
-def matched_markdown(test: MatchedTest | None) -> str:
-    """The report's line for the within-problem test."""
+def first_and_last_draws(
+    draws: Sequence[tuple[int, str, float]],
+) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """From (step, problem id, value) rows: the trajectories of each problem's first step and of its last step,
+    for the problems drawn in at least two steps."""
+    steps: dict[str, set[int]] = {}
+    for step, problem, _ in draws:
+        steps.setdefault(problem, set()).add(step)
+    first = [
+        (problem, value) for step, problem, value in draws if len(steps[problem]) > 1 and step == min(steps[problem])
+    ]
+    last = [
+        (problem, value) for step, problem, value in draws if len(steps[problem]) > 1 and step == max(steps[problem])
+    ]
+    return first, last
+
+
+def matched_markdown(test: MatchedTest | None, *, within: str, earlier: str, later: str) -> str:
+    """The report's line for a within-problem test; `within` names the problems it counts (e.g. "drawn in both
+    quarters"), `earlier` and `later` the two sides."""
     if test is None:
         return (
-            f"- within problems: fewer than {MIN_MATCHED_PROBLEMS} problems were drawn in both quarters, "
-            "so there is no matched test"
+            f"- {earlier} vs {later}: fewer than {MIN_MATCHED_PROBLEMS} problems {within}, so there is no matched test"
         )
     return (
-        f"- within problems (the {test.problems} drawn in both quarters; {test.first_n} and {test.last_n} "
+        f"- {earlier} vs {later}, within problems (the {test.problems} {within}; {test.first_n} and {test.last_n} "
         f"trajectories): mean difference {test.difference:+.4f}, higher on {test.improved} and lower on "
-        f"{test.worsened}; stratified permutation test, one-sided: p = {test.permutation_p:.4g}"
+        f"{test.worsened} problems; stratified permutation test, one-sided: p = {test.permutation_p:.4g}"
     )
 
 
