@@ -25,11 +25,11 @@ MIN_MATCHED_PROBLEMS = 2
 
 
 class MatchedTest(BaseModel):
-    problems: int  # problems drawn in both quarters
-    first_n: int  # their trajectories in the first quarter
-    last_n: int  # and in the last
-    difference: float  # mean over problems of (last mean - first mean)
-    improved: int  # problems whose last-quarter mean is higher
+    problems: int  # problems on both sides (drawn in both quarters, or in two steps or more)
+    first_n: int  # their trajectories on the earlier side
+    last_n: int  # and on the later one
+    difference: float  # mean over problems of (later mean - earlier mean)
+    improved: int  # problems whose later mean is higher
     worsened: int  # and lower
     permutation_p: float
 
@@ -72,12 +72,9 @@ def first_and_last_draws(
     steps: dict[str, set[int]] = {}
     for step, problem, _ in draws:
         steps.setdefault(problem, set()).add(step)
-    first = [
-        (problem, value) for step, problem, value in draws if len(steps[problem]) > 1 and step == min(steps[problem])
-    ]
-    last = [
-        (problem, value) for step, problem, value in draws if len(steps[problem]) > 1 and step == max(steps[problem])
-    ]
+    bounds = {problem: (min(seen), max(seen)) for problem, seen in steps.items() if len(seen) > 1}
+    first = [(problem, value) for step, problem, value in draws if problem in bounds and step == bounds[problem][0]]
+    last = [(problem, value) for step, problem, value in draws if problem in bounds and step == bounds[problem][1]]
     return first, last
 
 
