@@ -1,6 +1,7 @@
 """Trajectory reward with conditional release (docs/design/training.md, "Reward").
 
     R = base + S + 1[S >= release] * C  (+ penalty when the episode did not finish)
+                                        (- operator_cost per operator beyond free_operators)
 
 S is a structural score in [0, cap] computed from the canvas graph statistics (the dict that the
 canvas's `GraphStats` serialises to), never from workflow text: the reference regex-matched its DSL
@@ -78,6 +79,13 @@ class RewardConfig(_StrictModel):
     unfinished_penalty: float = Field(
         default=0.0, ge=0.0, description="Magnitude subtracted from R when the episode ended without `finish`."
     )
+    operator_cost: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Subtracted per operator of the final workflow beyond `free_operators`. With outcomes alone an "
+        "extra stage is free, and a policy can drift into padding the workflow until the round budget runs out.",
+    )
+    free_operators: int = Field(default=2, ge=0, description="Operators the operator cost does not count.")
     flowsteer_v4: FlowSteerV4Weights = Field(default_factory=FlowSteerV4Weights)
     milestones: MilestoneWeights = Field(default_factory=MilestoneWeights)
 
@@ -136,7 +144,8 @@ class RewardBreakdown(BaseModel):
     released: bool
     finished: bool
     base: float
-    penalty: float  # signed amount added to R (<= 0)
+    penalty: float  # signed amount added to R (<= 0) for not finishing
+    operator_cost: float = 0.0  # signed amount added to R (<= 0) for the operators beyond the free ones
     total: float
 
     def flat(self, prefix: str = "reward") -> dict[str, float]:
@@ -149,6 +158,7 @@ class RewardBreakdown(BaseModel):
                 f"{prefix}/released": float(self.released),
                 f"{prefix}/finished": float(self.finished),
                 f"{prefix}/penalty": self.penalty,
+                f"{prefix}/operator_cost": self.operator_cost,
                 f"{prefix}/total": self.total,
             }
         )
@@ -211,7 +221,9 @@ def compute_reward(
     structure = min(config.cap, uncapped)
     released = structure >= config.release
     penalty = -config.unfinished_penalty if (not finished and config.unfinished_penalty) else 0.0
-    total = config.base + structure + (correctness if released else 0.0) + penalty
+    extra_operators = max(0, shape.total_operators - config.free_operators)
+    operator_cost = -config.operator_cost * extra_operators if (config.operator_cost and extra_operators) else 0.0
+    total = config.base + structure + (correctness if released else 0.0) + penalty + operator_cost
     return RewardBreakdown(
         schedule=config.schedule,
         terms=terms,
@@ -222,5 +234,6 @@ def compute_reward(
         finished=finished,
         base=config.base,
         penalty=penalty,
+        operator_cost=operator_cost,
         total=total,
     )

@@ -26,7 +26,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("code", "exec-repair"): EXEC_VOTE | {"revision", "structured"},
     ("code", "plan-sample-exec"): EXEC_VOTE,
     ("code", "custom+programmer-exec"): EXEC_VOTE | {"structured"},
-    ("math", "classic"): {"vote", "program_of_thought", "revision", "structured"},
+    ("math", "classic"): {"vote", "program_of_thought", "revision", "structured", "long"},
     ("math", "greedy-cot"): {"single_call"},
     ("math", "pot"): {"single_call", "program_of_thought"},
     ("math", "pot4-vote"): POT_VOTE,
@@ -44,7 +44,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("qa", "greedy-format"): set(),  # a plain two-step chain belongs to no named family
     ("qa", "vote5-format"): SAMPLED_VOTE,
     ("qa", "mixed-vote"): SAMPLED_VOTE | {"structured"},
-    ("general", "classic"): {"revision", "structured"},
+    ("general", "classic"): {"revision", "structured", "long"},
 }
 
 
@@ -117,3 +117,10 @@ def test_family_shares_get_their_own_plot(tmp_path: Path) -> None:
     assert (tmp_path / "families.png").read_bytes().startswith(b"\x89PNG")
     plot_metrics([{"step": 1, "reward/total": 0.0}], tmp_path)
     assert not (tmp_path / "families.png").exists()  # a stale copy goes when the run has no family shares
+
+
+def test_a_padded_workflow_is_long() -> None:
+    padded = ["Programmer", "ScEnsemble", "ScEnsemble", "ScEnsemble", "Format"]
+    stats = {"total_operators": 5, "operators": padded, "max_samples": 8, "structures": []}
+    assert "long" in families_of(stats, "code")
+    assert "long" not in families_of({**stats, "total_operators": 4, "operators": padded[:4]}, "code")

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from flowsteer_mcp.canvas.model import LoopStage, OperatorNode, WorkflowGraph
 from flowsteer_mcp.canvas.stats import GraphStats, graph_stats
 from operators.registry import default_registry
-from training.reward import RewardConfig, compute_reward
+from training.reward import FlowSteerV4Weights, RewardConfig, compute_reward
 
 CATEGORY_OF = {
     "Plan": "planning",
@@ -305,6 +305,50 @@ def test_default_has_no_unfinished_penalty() -> None:
     assert result.penalty == 0.0
     assert str(result.penalty) == "0.0"  # not -0.0 in logs
     assert result.total == pytest.approx(-0.8)
+
+
+# ---------------------------------------------------------------- operator cost
+
+NO_STRUCTURE = FlowSteerV4Weights(checker=0.0, format=0.0, min_operators=0.0, structure=0.0)  # outcomes only
+
+
+def test_operator_cost_charges_only_operators_beyond_the_free_ones() -> None:
+    config = RewardConfig(release=0.0, operator_cost=0.05, free_operators=2, flowsteer_v4=NO_STRUCTURE)
+    vote = compute_reward(stats_for(["Programmer", "ScEnsemble"]), correctness=1.0, finished=True, config=config)
+    padded = compute_reward(
+        stats_for(["Programmer", "ScEnsemble", "ScEnsemble", "ScEnsemble", "Format"]),
+        correctness=1.0,
+        finished=True,
+        config=config,
+    )
+    assert vote.operator_cost == 0.0
+    assert vote.total == pytest.approx(0.0)
+    assert padded.operator_cost == pytest.approx(-0.15)
+    assert padded.total == pytest.approx(vote.total - 0.15)
+
+
+def test_operator_cost_adds_to_the_unfinished_penalty() -> None:
+    config = RewardConfig(
+        release=0.0, unfinished_penalty=0.5, operator_cost=0.1, free_operators=1, flowsteer_v4=NO_STRUCTURE
+    )
+    result = compute_reward(
+        stats_for(["Custom", "ScEnsemble", "Format"]), correctness=0.0, finished=False, config=config
+    )
+    assert result.penalty == -0.5
+    assert result.operator_cost == pytest.approx(-0.2)
+    assert result.total == pytest.approx(-1.7)
+    assert result.flat()["reward/operator_cost"] == pytest.approx(-0.2)
+
+
+def test_default_has_no_operator_cost() -> None:
+    result = compute_reward(stats_for(["Custom"] * 9), correctness=0.0, finished=True)
+    assert result.operator_cost == 0.0
+    assert str(result.operator_cost) == "0.0"
+
+
+def test_negative_operator_cost_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="operator_cost"):
+        RewardConfig(operator_cost=-0.1)
 
 
 # ---------------------------------------------------------------- breakdown and input validation

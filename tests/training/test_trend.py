@@ -79,6 +79,7 @@ def test_a_trajectory_row_carries_reward_components_and_families() -> None:
     assert row["reward/C"] == 1.0 and {"reward/total", "reward/S"} <= set(row)
     assert row["valid_action_share"] == 0.5
     assert row["families"] == ["sampling", "vote"]
+    assert row["operators"] == VOTE["stats"]["operators"]  # the workflow's size shows padding per trajectory
     assert trajectory_row(3, episode(0, correct=0.0, stats={}, status="error"))["families"] == ["no_workflow"]
 
 

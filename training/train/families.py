@@ -18,6 +18,7 @@ from typing import Any
 
 CODE_GENERATORS = frozenset({"Programmer", "CustomCodeGenerate"})  # operators whose candidates are programs
 REVISERS = frozenset({"Revise", "Review"})
+LONG_WORKFLOW = 4  # operators; every library workflow but two classics fits, the longest has 7
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,11 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family("revision", "a Revise or Review stage", lambda s: bool(s.operators & REVISERS)),
     Family("structured", "any structure (parallel, conditional, loop, ...)", lambda s: bool(s.structures)),
+    Family(
+        "long",
+        f"more than {LONG_WORKFLOW} operators (how padding shows: stages appended until the rounds run out)",
+        lambda s: s.total_operators > LONG_WORKFLOW,
+    ),
 )
 FAMILY_NAMES: tuple[str, ...] = tuple(family.name for family in FAMILIES)
 

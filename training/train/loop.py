@@ -451,6 +451,9 @@ def trajectory_row(step: int, episode: EpisodeSample) -> dict[str, Any]:
         "status": episode.metrics.status,
         **episode.reward.flat(),
         "valid_action_share": episode.metrics.valid_action_share,
+        "end_reason": episode.metrics.end_reason,
+        "turns": episode.metrics.turns,
+        "operators": list(episode.stats.get("operators") or []),
         "families": sorted(families_of(episode.stats, episode.problem_type)),
     }
 
