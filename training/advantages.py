@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+AdvantageScale = Literal["std", "none"]
+
 # Rewards closer than this are treated as equal: such a spread is float noise, not signal, and dividing it
 # by a tiny std would blow it up to |A| ~ 1 (the reference's std floor of 0.01 does exactly that).
 ZERO_VARIANCE_SPREAD = 1e-9
@@ -42,7 +44,7 @@ def group_advantages(
     rewards: Sequence[float],
     group_ids: Sequence[str],
     eps: float = 1e-6,
-    scale: Literal["std", "none"] = "std",
+    scale: AdvantageScale = "std",
     *,
     drop_zero_variance: bool = False,
 ) -> tuple[list[float], AdvantageStats]:

@@ -140,6 +140,14 @@ async def collect(
     )
 
 
+async def test_unscaled_advantages_stay_on_the_reward_scale() -> None:
+    policy = ScriptedVllmPolicy()
+    with OpenAIStub(responder=policy) as stub:
+        batch = await collect(stub, [problem("p0")], group_size=3, advantage_scale="none")
+    # rewards (0, 0.2, 0) as below: centred only, so a 0.2 spread gives advantages of 0.2 in size, not sqrt(2)
+    assert [e.advantage for e in batch.episodes] == pytest.approx([-0.2 / 3, 0.4 / 3, -0.2 / 3])
+
+
 async def test_g_rollouts_form_one_group_with_grpo_advantages_and_exact_tokens() -> None:
     policy = ScriptedVllmPolicy()
     with OpenAIStub(responder=policy) as stub:

@@ -145,3 +145,13 @@ def test_engine_section_shapes_the_run_but_its_default_keeps_older_fingerprints(
     assert base.fingerprint() != lean.fingerprint()
     with pytest.raises(TrainConfigError, match=r"engine\.sampled_reasks"):
         parse_train_config({**minimal(), "engine": {"sampled_reasks": 99}})
+
+
+def test_advantage_scale_is_std_unless_set_and_refuses_other_values() -> None:
+    assert parse_train_config(minimal()).rollout.advantage_scale == "std"
+    data = minimal()
+    data["rollout"] = {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "none"}
+    assert parse_train_config(data).rollout.advantage_scale == "none"
+    data["rollout"] = {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "mad"}
+    with pytest.raises(TrainConfigError, match=r"rollout\.advantage_scale"):
+        parse_train_config(data)

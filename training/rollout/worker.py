@@ -26,7 +26,7 @@ import structlog
 from pydantic import BaseModel
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
-from training.advantages import AdvantageStats, group_advantages
+from training.advantages import AdvantageScale, AdvantageStats, group_advantages
 from training.data import Problem
 from training.episodes import MakeClient, ScoreFn, grade, run_director
 from training.evaluate.tasks import task_for
@@ -236,6 +236,7 @@ async def collect_groups(
     mode: ObservationMode = "markovian",
     score_fn: ScoreFn = score,
     advantage_eps: float = 1e-6,
+    advantage_scale: AdvantageScale = "std",
     drop_zero_variance: bool = False,
     delete_workflows: bool = True,
     episode_prefix: str = "",
@@ -308,6 +309,7 @@ async def collect_groups(
         [e.reward.total for e in episodes],
         [e.group_id for e in episodes],
         eps=advantage_eps,
+        scale=advantage_scale,
         drop_zero_variance=drop_zero_variance,
     )
     for episode, advantage, keep in zip(episodes, advantages, stats.keep, strict=True):

@@ -23,6 +23,7 @@ from operators.backends.config import (
     SamplingConfig,
     ScriptedModelConfig,
 )
+from training.advantages import AdvantageScale
 from training.errors import TrainingError
 from training.loss import Normalisation
 from training.reward import RewardConfig
@@ -128,6 +129,10 @@ class RolloutSettings(_Strict):
     mode: ObservationMode = "markovian"
     grouping: Grouping = "problem"
     drop_zero_variance: bool = False
+    # "std": A = (R - mean) / std, GRPO's z-score. "none": A = R - mean, on the reward's own scale, so that a small
+    # shaping term (reward.operator_cost) stays small in a group whose outcomes are all equal instead of being
+    # rescaled to |A| ~ 1 (docs/design/training.md, "Groups").
+    advantage_scale: AdvantageScale = "std"
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     canvas: WorkflowOptionsInput = Field(default_factory=WorkflowOptionsInput)  # create_workflow's options
     system_template: str | None = None  # observation template file for the in-process server (default: built-in)

@@ -320,6 +320,7 @@ class Trainer:
             reward_config=config.reward,
             grouping=config.rollout.grouping,
             mode=config.rollout.mode,
+            advantage_scale=config.rollout.advantage_scale,
             drop_zero_variance=config.rollout.drop_zero_variance,
             episode_prefix=f"s{step}:",
         )
