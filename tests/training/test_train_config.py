@@ -155,3 +155,39 @@ def test_advantage_scale_is_std_unless_set_and_refuses_other_values() -> None:
     data["rollout"] = {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "mad"}
     with pytest.raises(TrainConfigError, match=r"rollout\.advantage_scale"):
         parse_train_config(data)
+
+
+# The fingerprint of `minimal()` before `reward.operator_cost`, `reward.free_operators` and
+# `rollout.advantage_scale` existed: runs checkpointed then must still resume.
+MINIMAL_FINGERPRINT_BEFORE_LATER_SETTINGS = "ac37cfa5bcc2f9a1"
+
+
+def test_settings_added_later_keep_older_fingerprints_at_their_defaults() -> None:
+    assert parse_train_config(minimal()).fingerprint() == MINIMAL_FINGERPRINT_BEFORE_LATER_SETTINGS
+    explicit_defaults = minimal()
+    explicit_defaults["reward"] = {"operator_cost": 0.0, "free_operators": 2}
+    explicit_defaults["rollout"] = {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "std"}
+    assert parse_train_config(explicit_defaults).fingerprint() == MINIMAL_FINGERPRINT_BEFORE_LATER_SETTINGS
+
+
+@pytest.mark.parametrize(
+    ("section", "settings"),
+    [
+        ("reward", {"operator_cost": 0.05}),
+        ("reward", {"operator_cost": 0.05, "free_operators": 3}),
+        ("rollout", {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "none"}),
+    ],
+)
+def test_settings_added_later_shape_the_fingerprint_when_set(section: str, settings: dict[str, object]) -> None:
+    data = minimal()
+    data[section] = settings
+    assert parse_train_config(data).fingerprint() != MINIMAL_FINGERPRINT_BEFORE_LATER_SETTINGS
+
+
+def test_a_group_of_later_settings_is_hashed_whole_once_one_of_it_is_set() -> None:
+    # run 4b of docs/runs/cpu-warmstart was hashed with all three settings, free_operators at its default
+    costed = {**minimal(), "reward": {"operator_cost": 0.05}}
+    costed_explicit = {**minimal(), "reward": {"operator_cost": 0.05, "free_operators": 2}}
+    costed_more_free = {**minimal(), "reward": {"operator_cost": 0.05, "free_operators": 3}}
+    fingerprints = [parse_train_config(data).fingerprint() for data in (costed, costed_explicit, costed_more_free)]
+    assert fingerprints[0] == fingerprints[1] != fingerprints[2]

@@ -240,7 +240,24 @@ class TrainConfig(_Strict):
         data["optim"]["micro_batch_size"] = OptimSettings.model_fields["micro_batch_size"].default
         if self.engine == EngineConfig():
             del data["engine"]  # runs from before the section existed had the default engine: same fingerprint
+        for settings in _ADDED_LATER:
+            # Runs from before a group existed had its defaults: left out then, their fingerprint is unchanged.
+            if all(data[section][name] == default for section, name, default in settings):
+                for section, name, _ in settings:
+                    del data[section][name]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# Settings that appeared after runs had been checkpointed, in the groups that appeared together, each with its
+# default as `model_dump(mode="json")` writes it. `fingerprint` leaves a group out while all of it holds the
+# defaults, so older runs still resume, and so do runs hashed with the whole group (one of it set).
+_ADDED_LATER: tuple[tuple[tuple[str, str, Any], ...], ...] = (
+    (
+        ("reward", "operator_cost", RewardConfig.model_fields["operator_cost"].default),
+        ("reward", "free_operators", RewardConfig.model_fields["free_operators"].default),
+        ("rollout", "advantage_scale", RolloutSettings.model_fields["advantage_scale"].default),
+    ),
+)
 
 
 def _describe(error: ValidationError, source: str) -> str:
