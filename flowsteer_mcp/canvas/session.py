@@ -128,6 +128,7 @@ class Canvas:
         self.rules = CanvasRules(registry, state.options)
         self._ran_this_step = False
         self._step_start: CanvasState | None = None  # the state before the step in progress
+        self._progress: ProgressCallback | None = None  # the step in progress's, for a run the budget's end starts
 
     # ----- views -------------------------------------------------------------------------------------
     def stats(self) -> GraphStats:
@@ -216,7 +217,7 @@ class Canvas:
                 f"The turn is {len(text)} characters; the limit is {self.state.options.limits.max_act_chars}.",
             )
         require_unicode(text, "The turn")
-        return await self._transaction(lambda: self._act(text, progress))
+        return await self._transaction(lambda: self._act(text, progress), progress)
 
     async def edit(self, action: EditAction, progress: ProgressCallback | None = None) -> StepResult:
         """A typed edit (assistant tools). Invalid -> CanvasError and nothing changes; valid -> costs a round."""
@@ -224,18 +225,19 @@ class Canvas:
         self._require_no_pending()
         outcome = apply_edit(self.state.graph, action, self.rules)  # validate before touching anything
         return await self._transaction(
-            lambda: self._commit_edit(outcome.graph, outcome.message, "tool", _describe_action(action), progress)
+            lambda: self._commit_edit(outcome.graph, outcome.message, "tool", _describe_action(action), progress),
+            progress,
         )
 
     async def finish(self, answer: str | None = None, progress: ProgressCallback | None = None) -> StepResult:
         self._require_open()
         self._require_no_pending()
         claimed = self.rules.answer(answer)
-        return await self._transaction(lambda: self._finish("tool", claimed, progress))
+        return await self._transaction(lambda: self._finish("tool", claimed, progress), progress)
 
     async def run(self, progress: ProgressCallback | None = None) -> ExecutionReport:
         """Execute the current workflow now (no round is used)."""
-        return await self._transaction(lambda: self._execute(progress))
+        return await self._transaction(lambda: self._execute(progress), progress)
 
     # ----- internals ---------------------------------------------------------------------------------
     def _require_open(self) -> None:
@@ -256,9 +258,10 @@ class Canvas:
                 "or cancel it with act('<action>cancel</action>') first.",
             )
 
-    async def _transaction(self, step: Callable[[], Awaitable[T]]) -> T:
+    async def _transaction(self, step: Callable[[], Awaitable[T]], progress: ProgressCallback | None) -> T:
         snapshot = self._step_start = self.state.model_copy(deep=True)
         self._ran_this_step = False
+        self._progress = progress
         try:
             return await step()
         except BaseException:
@@ -266,6 +269,7 @@ class Canvas:
             raise
         finally:
             self._step_start = None
+            self._progress = None
 
     def _undo_turn(self) -> None:
         """Back to the state before this step (an invalid turn changes nothing but its round count)."""
@@ -290,7 +294,7 @@ class Canvas:
         except CanvasError as error:
             self._undo_turn()
             self.state.rounds_used += 1
-            return self._failed(error, "act", text)
+            return await self._failed(error, "act", text)
 
     async def _start_edit(
         self, action: EditAction, text: str, progress: ProgressCallback | None, *, lenient: bool
@@ -307,7 +311,7 @@ class Canvas:
         message = (
             f"{_pending_message(missing.action)} Write the prompt for {request.node_id} ({request.operator}) next."
         )
-        return self._result(True, message, "act", text, status_label="Pending - awaiting prompt", lenient=lenient)
+        return await self._result(True, message, "act", text, status_label="Pending - awaiting prompt", lenient=lenient)
 
     def _prompt_slots(self, action: EditAction) -> PendingEdit | None:
         """The prompt turns this edit needs (None when prompts are inline or prompt turns are off)."""
@@ -348,7 +352,7 @@ class Canvas:
         if isinstance(turn, CancelTurn):
             self.state.pending = None
             self.state.status = "building"
-            return self._result(True, "Pending edit cancelled; nothing was changed.", "act", text)
+            return await self._result(True, "Pending edit cancelled; nothing was changed.", "act", text)
         assert isinstance(turn, PromptTurn)
         index = pending.next_slot
         prompts = list(pending.prompts)
@@ -358,7 +362,7 @@ class Canvas:
             request = self.prompt_request()
             assert request is not None
             message = f"Prompt recorded for {pending.node_ids[index]}. Write the prompt for {request.node_id} ({request.operator}) next."
-            return self._result(True, message, "act", text, status_label="Pending - awaiting prompt")
+            return await self._result(True, message, "act", text, status_label="Pending - awaiting prompt")
         action = pending.action
         complete: EditAction
         if isinstance(action, AddStage):
@@ -386,7 +390,7 @@ class Canvas:
         self.state.last_execution = None
         if self.state.options.execute_each_step:
             await self._execute(progress)
-        return self._result(True, message, source, text, lenient=lenient)
+        return await self._result(True, message, source, text, lenient=lenient)
 
     async def _execute(self, progress: ProgressCallback | None) -> ExecutionReport:
         if self.state.graph.is_empty:
@@ -433,7 +437,7 @@ class Canvas:
         if violations:
             message = "Finish rejected: " + " ".join(v.message for v in violations)
             error = CanvasError(ErrorCode.WRONG_STATE, message)
-            return self._failed(error, source, label, code="finish_rejected", lenient=lenient)
+            return await self._failed(error, source, label, code="finish_rejected", lenient=lenient)
         self.state.status = "finished"
         self.state.end = EpisodeEnd(
             reason="finished",
@@ -442,9 +446,9 @@ class Canvas:
             final_code=report.code if report and report.ok else None,
             claimed_answer=answer,
         )
-        return self._result(True, "Workflow finished.", source, label, status_label="Finished", lenient=lenient)
+        return await self._result(True, "Workflow finished.", source, label, status_label="Finished", lenient=lenient)
 
-    def _failed(
+    async def _failed(
         self,
         error: CanvasError,
         source: Literal["act", "tool"],
@@ -453,9 +457,11 @@ class Canvas:
         code: str | None = None,
         lenient: bool = False,
     ) -> StepResult:
-        return self._result(False, error.message, source, text, error_code=code or error.code.value, lenient=lenient)
+        return await self._result(
+            False, error.message, source, text, error_code=code or error.code.value, lenient=lenient
+        )
 
-    def _result(
+    async def _result(
         self,
         ok: bool,
         message: str,
@@ -466,7 +472,7 @@ class Canvas:
         error_code: str | None = None,
         lenient: bool = False,
     ) -> StepResult:
-        self._close_if_budget_spent()
+        await self._close_if_budget_spent()
         message = clip(message, MESSAGE_CHARS)
         state = self.state
         if state.status == "exhausted":
@@ -507,11 +513,18 @@ class Canvas:
             final_answer=end.final_answer if end else None,
         )
 
-    def _close_if_budget_spent(self) -> None:
+    async def _close_if_budget_spent(self) -> None:
+        """End the episode on its last round with the built workflow's result.
+
+        A pending edit is dropped. Without per-step execution the workflow has not run yet: it runs once here,
+        so an episode scores what it built whether or not `execute_each_step` was on.
+        """
         state = self.state
         if state.status in ("building", "awaiting_prompt") and state.rounds_used >= state.options.max_rounds:
             state.status = "exhausted"
             state.pending = None
+            if state.last_execution is None and not state.graph.is_empty:
+                await self._execute(self._progress)
             report = state.last_execution
             state.end = EpisodeEnd(
                 reason="budget_exhausted",

@@ -151,6 +151,47 @@ async def test_round_budget_ends_the_episode_with_the_last_result() -> None:
     assert step.state.awaiting_prompt_for is None
 
 
+async def test_round_budget_runs_the_unexecuted_workflow_once_so_the_result_matches_execute_each_step() -> None:
+    """Without per-step execution the built workflow has never run; the episode still ends with its result."""
+    turns = [
+        "<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>",
+        "nonsense",
+        "<action>add</action><operator>Format</operator><prompt>Output only the number.</prompt>",
+    ]
+    ends = {}
+    for each_step in (True, False):
+        executor = EchoExecutor()
+        c = canvas(executor, max_rounds=3, execute_each_step=each_step)
+        for text in turns:
+            step = await c.act(text)
+        assert step.end_reason == "budget_exhausted"
+        assert c.state.end is not None and c.state.end.reason == "budget_exhausted"
+        ends[each_step] = (step.final_answer, c.state.end.final_answer)
+        assert executor.runs[-1] == "Custom -> Format"
+        assert step.execution is not None and step.execution.fresh
+        assert "Custom -> Format" in step.feedback  # the feedback shows the run that is scored
+        if not each_step:
+            assert executor.runs == ["Custom -> Format"]  # once, at the end
+    assert ends[True] == ends[False] == ("Custom -> Format", "Custom -> Format")
+
+
+async def test_round_budget_with_an_empty_canvas_runs_nothing() -> None:
+    executor = EchoExecutor()
+    c = canvas(executor, max_rounds=2, execute_each_step=False)
+    await c.act("nonsense")
+    step = await c.act("more nonsense")
+    assert step.end_reason == "budget_exhausted" and step.final_answer is None and executor.runs == []
+
+
+async def test_round_budget_ending_on_a_pending_prompt_runs_the_graph_without_the_pending_edit() -> None:
+    executor = EchoExecutor()
+    c = canvas(executor, max_rounds=2, execute_each_step=False)
+    await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
+    step = await c.act("<action>add</action><operator>Format</operator>")  # asks for a prompt: the budget is gone
+    assert step.end_reason == "budget_exhausted" and step.final_answer == "Custom"
+    assert executor.runs == ["Custom"]
+
+
 async def test_finish_gate_paper_preset_names_the_missing_constraint() -> None:
     c = canvas(EchoExecutor(output="42"))
     await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
