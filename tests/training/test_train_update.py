@@ -173,3 +173,33 @@ def test_minibatches_partition_and_micro_batches_group_by_length() -> None:
     assert split_minibatches(2, 5, torch.Generator()) and len(split_minibatches(2, 5, torch.Generator())) == 2
     chunks = micro_batches([0, 1, 2, 3], lengths=[9, 1, 5, 3], size=2)
     assert chunks == [[1, 3], [2, 0]]
+
+
+def completion_logprob(policy: PolicyModel, seq: TurnSample) -> float:
+    policy.eval()
+    batch = collate([(seq, 0.0)], policy.pad_id)
+    with torch.no_grad():
+        logp, _ = policy.logprobs(batch, with_entropy=False)
+    return float(logp[0, batch.tail - len(seq.completion_ids) :].sum())
+
+
+def on_policy(policy: PolicyModel, seq: TurnSample) -> TurnSample:
+    policy.eval()
+    batch = collate([(seq, 0.0)], policy.pad_id)
+    with torch.no_grad():
+        logp, _ = policy.logprobs(batch, with_entropy=False)
+    return seq.model_copy(update={"behaviour_logprobs": logp[0, batch.tail - len(seq.completion_ids) :].tolist()})
+
+
+def test_updates_raise_the_rewarded_completion_and_lower_the_punished_one(model_dir: Path) -> None:
+    """The end-to-end sign: what the advantages reward becomes likelier, whatever the loss's internals."""
+    policy = trained_policy(model_dir)
+    prompt = list(range(20, 32))
+    rewarded, punished = sample(prompt, [101, 102, 103]), sample(prompt, [201, 202, 203, 204, 205])
+    before = (completion_logprob(policy, rewarded), completion_logprob(policy, punished))
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
+    for _ in range(3):
+        fresh = [(on_policy(policy, rewarded), 0.75), (on_policy(policy, punished), -0.75)]
+        policy_update(policy, optimizer, fresh, OptimSettings(), LossSettings(), torch.Generator().manual_seed(0))
+    after = (completion_logprob(policy, rewarded), completion_logprob(policy, punished))
+    assert after[0] > before[0] + 0.1 and after[1] < before[1] - 0.1

@@ -18,7 +18,7 @@ from training.reward import RewardConfig, compute_reward
 from training.rollout import EpisodeSample, RolloutBatch
 from training.rollout.samples import TrajectoryMetrics
 from training.train.config import TrainConfig, parse_train_config
-from training.train.families import FAMILY_NAMES
+from training.train.families import FAMILY_NAMES, operator_push
 from training.train.loop import RunContext, StepOutcome, Trainer, _truncate_jsonl, trajectory_row
 from training.train.metrics import MetricsLog, read_metrics
 from training.train.trend import (
@@ -81,6 +81,25 @@ def test_a_trajectory_row_carries_reward_components_and_families() -> None:
     assert row["families"] == ["sampling", "vote"]
     assert row["operators"] == VOTE["stats"]["operators"]  # the workflow's size shows padding per trajectory
     assert trajectory_row(3, episode(0, correct=0.0, stats={}, status="error"))["families"] == ["no_workflow"]
+    assert row["advantage"] is None and row["kept"] is True  # not grouped yet
+
+
+def test_a_trajectory_row_carries_its_advantage_once_grouped() -> None:
+    grouped = episode(1, correct=1.0, **VOTE).model_copy(update={"advantage": 0.75, "keep": False})
+    row = trajectory_row(3, grouped)
+    assert row["advantage"] == 0.75 and row["kept"] is False
+
+
+def test_operator_push_is_the_mean_advantage_weighted_operator_count_of_kept_trajectories() -> None:
+    # group g: 2 operators won (+0.5), 1 lost (-0.5) -> 2*0.5 + 1*(-0.5) = 0.5; the dropped group counts nothing
+    rows = [
+        {"operators": ["Custom", "ScEnsemble"], "advantage": 0.5, "kept": True},
+        {"operators": ["Custom"], "advantage": -0.5, "kept": True},
+        {"operators": ["Custom", "Format", "Format"], "advantage": 0.0, "kept": False},
+    ]
+    assert operator_push(rows) == pytest.approx(0.25)
+    assert operator_push([{**rows[0], "advantage": -0.5}, {**rows[1], "advantage": 0.5}]) == pytest.approx(-0.25)
+    assert operator_push([rows[2]]) is None and operator_push([]) is None
 
 
 def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:
@@ -98,6 +117,7 @@ def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (trainer.out_dir / "trajectories.jsonl").read_text().splitlines()]
     assert [row["episode_id"] for row in rows] == [e.episode_id for e in episodes]
     assert values["family/vote"] == pytest.approx(2 / 3) and values["family/single_call"] == pytest.approx(1 / 3)
+    assert "push/operators" not in values  # no episode was given an advantage
     assert values["family_reward/vote"] == pytest.approx(episodes[0].reward.total)
     assert "family_reward/revision" not in values
     logged = read_metrics(trainer.out_dir / "metrics.jsonl")[0]

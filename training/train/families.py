@@ -110,3 +110,16 @@ def family_metrics(memberships: Sequence[Iterable[str]], rewards: Sequence[float
         if members:
             out[f"family_reward/{name}"] = math.fsum(members) / len(members)
     return out
+
+
+def operator_push(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """Mean over kept trajectories of advantage x operator count: the sign of the update's pull on workflow size.
+
+    Why: each turn carries its trajectory's advantage, and every operator is one `add` turn, so this is how hard
+    the step pushes `add` against `finish` overall. A run whose sign stays negative shrinks its workflows even
+    when the best ones are mid-sized (docs/runs/cpu-warmstart, section 12). None when no trajectory was kept.
+    """
+    kept = [row for row in rows if row.get("kept") and row.get("advantage") is not None]
+    if not kept:
+        return None
+    return math.fsum(float(row["advantage"]) * len(row["operators"]) for row in kept) / len(kept)

@@ -52,7 +52,7 @@ from training.train.checkpoint import (
     save_checkpoint,
 )
 from training.train.config import TrainConfig
-from training.train.families import families_of, family_metrics
+from training.train.families import families_of, family_metrics, operator_push
 from training.train.metrics import MetricsLog
 from training.train.optim import build_optimizer
 from training.train.plots import plot_metrics
@@ -361,6 +361,7 @@ class Trainer:
         values: dict[str, float] = {
             **outcome.batch.summary(),
             **family_metrics([row["families"] for row in rows], [e.reward.total for e in episodes]),
+            **_operator_push_metric(rows),
             **outcome.learned,
             "data/epoch": float(run.stream.cursor.epoch),
             "time/rollout_s": outcome.batch.wall_s,
@@ -456,7 +457,14 @@ def trajectory_row(step: int, episode: EpisodeSample) -> dict[str, Any]:
         "turns": episode.metrics.turns,
         "operators": list(episode.stats.get("operators") or []),
         "families": sorted(families_of(episode.stats, episode.problem_type)),
+        "advantage": episode.advantage,
+        "kept": episode.keep,
     }
+
+
+def _operator_push_metric(rows: list[dict[str, Any]]) -> dict[str, float]:
+    push = operator_push(rows)
+    return {} if push is None else {"push/operators": push}
 
 
 def _append_jsonl(path: Path, *rows: dict[str, Any]) -> None:
