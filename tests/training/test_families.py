@@ -9,7 +9,7 @@ import pytest
 from flowsteer_mcp.canvas.stats import graph_stats
 from flowsteer_mcp.director.library import LIBRARY
 from operators.registry import default_registry
-from training.train.families import FAMILY_NAMES, families_of, family_metrics
+from training.train.families import FAMILY_NAMES, families_of, family_metrics, operator_push
 from training.train.plots import plot_metrics
 
 EXEC_VOTE = {"sampling", "vote", "execution_selection"}
@@ -124,3 +124,15 @@ def test_a_padded_workflow_is_long() -> None:
     stats = {"total_operators": 5, "operators": padded, "max_samples": 8, "structures": []}
     assert "long" in families_of(stats, "code")
     assert "long" not in families_of({**stats, "total_operators": 4, "operators": padded[:4]}, "code")
+
+
+def test_operator_push_is_the_mean_advantage_weighted_operator_count_of_kept_trajectories() -> None:
+    # group g: 2 operators won (+0.5), 1 lost (-0.5) -> 2*0.5 + 1*(-0.5) = 0.5; the dropped group counts nothing
+    rows = [
+        {"operators": ["Custom", "ScEnsemble"], "advantage": 0.5, "kept": True},
+        {"operators": ["Custom"], "advantage": -0.5, "kept": True},
+        {"operators": ["Custom", "Format", "Format"], "advantage": 0.0, "kept": False},
+    ]
+    assert operator_push(rows) == pytest.approx(0.25)
+    assert operator_push([{**rows[0], "advantage": -0.5}, {**rows[1], "advantage": 0.5}]) == pytest.approx(-0.25)
+    assert operator_push([rows[2]]) is None and operator_push([]) is None

@@ -18,7 +18,7 @@ from training.reward import RewardConfig, compute_reward
 from training.rollout import EpisodeSample, RolloutBatch
 from training.rollout.samples import TrajectoryMetrics
 from training.train.config import TrainConfig, parse_train_config
-from training.train.families import FAMILY_NAMES, operator_push
+from training.train.families import FAMILY_NAMES
 from training.train.loop import RunContext, StepOutcome, Trainer, _truncate_jsonl, trajectory_row
 from training.train.metrics import MetricsLog, read_metrics
 from training.train.trend import (
@@ -88,18 +88,6 @@ def test_a_trajectory_row_carries_its_advantage_once_grouped() -> None:
     grouped = episode(1, correct=1.0, **VOTE).model_copy(update={"advantage": 0.75, "keep": False})
     row = trajectory_row(3, grouped)
     assert row["advantage"] == 0.75 and row["kept"] is False
-
-
-def test_operator_push_is_the_mean_advantage_weighted_operator_count_of_kept_trajectories() -> None:
-    # group g: 2 operators won (+0.5), 1 lost (-0.5) -> 2*0.5 + 1*(-0.5) = 0.5; the dropped group counts nothing
-    rows = [
-        {"operators": ["Custom", "ScEnsemble"], "advantage": 0.5, "kept": True},
-        {"operators": ["Custom"], "advantage": -0.5, "kept": True},
-        {"operators": ["Custom", "Format", "Format"], "advantage": 0.0, "kept": False},
-    ]
-    assert operator_push(rows) == pytest.approx(0.25)
-    assert operator_push([{**rows[0], "advantage": -0.5}, {**rows[1], "advantage": 0.5}]) == pytest.approx(-0.25)
-    assert operator_push([rows[2]]) is None and operator_push([]) is None
 
 
 def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:

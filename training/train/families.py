@@ -116,8 +116,8 @@ def operator_push(rows: Sequence[Mapping[str, Any]]) -> float | None:
     """Mean over kept trajectories of advantage x operator count: the sign of the update's pull on workflow size.
 
     Why: each turn carries its trajectory's advantage, and every operator is one `add` turn, so this is how hard
-    the step pushes `add` against `finish` overall. A run whose sign stays negative shrinks its workflows even
-    when the best ones are mid-sized (docs/runs/cpu-warmstart, section 12). None when no trajectory was kept.
+    the step pushes `add` against `finish` overall: what the outcomes ask of workflow size. It does not predict
+    the drift by itself (docs/runs/cpu-warmstart, sections 12-13). None when no trajectory was kept.
     """
     kept = [row for row in rows if row.get("kept") and row.get("advantage") is not None]
     if not kept:
