@@ -200,7 +200,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     commands.add_parser(
         "train",
         help="CWRPO training: train --config configs/cpu-smoke.yaml [--resume]; warm start: train sft --config; "
-        "did it learn: train trend RUN_DIR",
+        "did it learn: train trend RUN_DIR; what it would decide: train probe --config C --adapter DIR",
     )
     commands.add_parser(
         "traces",
@@ -261,6 +261,10 @@ def _train(argv: list[str]) -> int:
         from training.train.cli import trend_main
 
         return trend_main(argv[1:])
+    if argv[:1] == ["probe"]:
+        from training.train.cli import probe_main
+
+        return probe_main(argv[1:])
     from training.train.cli import train_main
 
     return train_main(argv)

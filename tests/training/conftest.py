@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -10,3 +12,15 @@ def no_cli_logging_setup(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI configures structlog with cached loggers; a test that calls it in-process must not freeze the
     logging of the tests that run after it (their `capture_logs` would see nothing)."""
     monkeypatch.setattr("training.cli.configure_logging", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread: on a 2-core machine shared with other work, two spinning OpenMP threads made a step
+    ~15x slower than one."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -261,18 +260,6 @@ def test_train_sft_without_an_sft_section_is_a_usage_error(tmp_path: Path, capsy
     )
     assert main(["train", "sft", "--config", str(config)]) == 2
     assert "no `sft:` section" in capsys.readouterr().err
-
-
-@pytest.fixture
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: on a 2-core machine shared with other work, two spinning OpenMP threads made a step
-    ~15x slower than one."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.slow

@@ -111,3 +111,83 @@ def trend_main(argv: list[str]) -> int:
         return USAGE_ERROR
     print(report.model_dump_json(indent=2) if args.json else report_markdown(report), end="\n" if args.json else "")
     return 0
+
+
+def probe_main(argv: list[str]) -> int:
+    """`flowsteer train probe --config C --adapter DIR ...`: the policies' decision probabilities on fixed turns."""
+    parser = argparse.ArgumentParser(
+        prog="flowsteer train probe",
+        description="Score the config's policy model, then each adapter on it, on the same Flow-Director "
+        "observations: the probability that the next turn opens with each decision (finish, add <operator>, add "
+        "<structure>, modify ...), averaged per context (task type and the decisions taken before). Observations: "
+        "the warm start's held-out turns (the config's sft: section), or every turn of --transcripts.",
+    )
+    parser.add_argument("--config", required=True, help="training config (YAML): policy.model is the base")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    parser.add_argument(
+        "--adapter",
+        dest="adapters",
+        action="append",
+        default=[],
+        metavar="[NAME=]DIR",
+        help="a LoRA adapter or checkpoint folder (repeatable), e.g. runs/cwrpo/checkpoints/step-10",
+    )
+    parser.add_argument(
+        "--transcripts", action="append", default=[], metavar="PATH", help="transcript files or folders (repeatable)"
+    )
+    parser.add_argument("--task", default=None, help="only observations of this task type (code, math, qa ...)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch intra-op threads (1 beside a running training job)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of Markdown")
+    parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "WARNING"))
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
+
+    import torch
+    from transformers import AutoTokenizer
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from flowsteer_mcp.canvas.kinds import STRUCTURES
+    from operators.registry import default_registry
+    from training.sft.dataset import SftDataset, TranscriptError, load_transcripts
+    from training.sft.trainer import sft_settings
+    from training.train.config import SftSettings, TrainConfigError, load_train_config
+    from training.train.loop import resolve_policy_model
+    from training.train.probe import (
+        ProbeError,
+        adapter_folder,
+        dialect_decisions,
+        observations_from_examples,
+        report_markdown,
+        run_probe,
+    )
+
+    try:
+        config = load_train_config(args.config, args.overrides)
+        adapters = [adapter_folder(Path(raw)) for raw in args.adapters]
+        model_dir = resolve_policy_model(config.policy.model)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        settings = sft_settings(config) if not args.transcripts or config.sft is not None else None
+        dataset = SftDataset(
+            load_transcripts(args.transcripts or (settings.data if settings else [])),
+            tokenizer,
+            mix="natural",
+            held_out_fraction=settings.held_out_fraction if settings and not args.transcripts else 0.0,
+            max_seq_len=settings.max_seq_len if settings else SftSettings.model_fields["max_seq_len"].default,
+            seed=config.run.seed,
+            enable_thinking=config.rollout.sampling.enable_thinking,
+        )
+        decisions = dialect_decisions(default_registry().names(), [kind.name for kind in STRUCTURES])
+        examples = dataset.train if args.transcripts else dataset.held_out
+        observations = observations_from_examples(examples, tokenizer, decisions, task_type=args.task)
+        dtype = torch.float32 if args.dtype == "float32" else torch.bfloat16
+        report = run_probe(model_dir, observations, decisions, tokenizer, adapters, dtype=dtype)
+    except (TrainConfigError, ProbeError, TranscriptError) as error:
+        print(f"flowsteer train probe: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    print(report.model_dump_json(indent=2) if args.json else report_markdown(report))
+    return 0
