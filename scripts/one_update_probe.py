@@ -14,15 +14,11 @@ in the trained contexts (one operator) and in a context the batch says nothing a
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Sequence
 
 import torch
 
-from flowsteer_mcp.canvas.kinds import STRUCTURES
-from operators.registry import default_registry
 from training.rollout.samples import TurnSample
-from training.sft.dataset import SftDataset, load_transcripts
 from training.train.batching import collate
 from training.train.config import load_train_config
 from training.train.loop import resolve_policy_model
@@ -31,24 +27,23 @@ from training.train.policy import PolicyModel
 from training.train.probe import (
     Decision,
     ProbeObservation,
-    decision_logprobs,
     decision_of,
     decision_token_ids,
-    dialect_decisions,
+    default_decisions,
     observations_from_examples,
+    probe_examples,
+    probe_policy,
 )
 from training.train.update import policy_update
 
 
 def mean_decisions(
-    policy: PolicyModel, observations: Sequence[ProbeObservation], openings: list[list[int]], names: list[str]
+    policy: PolicyModel, observations: Sequence[ProbeObservation], decisions: list[Decision], openings: list[list[int]]
 ) -> dict[str, float]:
-    policy.eval()
-    sums = dict.fromkeys(names, 0.0)
-    for observation in observations:
-        for name, logp in zip(names, decision_logprobs(policy.model, observation.prompt_ids, openings), strict=True):
-            sums[name] += math.exp(logp) / len(observations)
-    return sums
+    """The decision probabilities averaged over all `observations`, whatever their contexts."""
+    pooled = [ProbeObservation("pooled", observation.prompt_ids) for observation in observations]
+    (context,) = probe_policy("policy", policy.model, pooled, decisions, openings).contexts
+    return context.probabilities
 
 
 def show(label: str, decisions: dict[str, float]) -> None:
@@ -101,24 +96,12 @@ def main() -> int:
     torch.manual_seed(args.seed)
 
     config = load_train_config(args.config, args.overrides)
-    if config.sft is None:
-        raise SystemExit("the config needs an sft: section (its held-out turns are the observations)")
     model_dir = resolve_policy_model(config.policy.model)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    dataset = SftDataset(
-        load_transcripts(config.sft.data),
-        tokenizer,
-        mix="natural",
-        held_out_fraction=config.sft.held_out_fraction,
-        max_seq_len=config.sft.max_seq_len,
-        seed=config.run.seed,
-        enable_thinking=config.rollout.sampling.enable_thinking,
-    )
-    decisions: list[Decision] = dialect_decisions(default_registry().names(), [kind.name for kind in STRUCTURES])
-    names = [d.name for d in decisions]
-    observations = observations_from_examples(dataset.held_out, tokenizer, decisions, task_type="code")
+    decisions = default_decisions()
+    observations = observations_from_examples(probe_examples(config, tokenizer), tokenizer, decisions, task_type="code")
     trained = [o for o in observations if "," not in o.context and not o.context.endswith("(empty)")]
     untouched = [o for o in observations if o.context.endswith("(empty)")]
     print(f"trained contexts: {len(trained)} observations; untouched (empty canvas): {len(untouched)}")
@@ -127,8 +110,8 @@ def main() -> int:
     openings = decision_token_ids(tokenizer, decisions)
     optimizer, scheduler = build_optimizer(policy.trainable_parameters(), config.optim, config.run.steps)
     generator = torch.Generator().manual_seed(args.seed)
-    show("before, one operator:", mean_decisions(policy, trained, openings, names))
-    show("before, empty canvas:", mean_decisions(policy, untouched, openings, names))
+    show("before, one operator:", mean_decisions(policy, trained, decisions, openings))
+    show("before, empty canvas:", mean_decisions(policy, untouched, decisions, openings))
     for update in range(1, args.updates + 1):
         policy.eval()
         sequences: list[tuple[TurnSample, float]] = []
@@ -146,8 +129,8 @@ def main() -> int:
         print(
             f"  update {update}: {metrics['optim/sequences']:.0f} sequences, grad norm {metrics['optim/grad_norm']:.3f}"
         )
-        show(f"after {update}, one operator:", mean_decisions(policy, trained, openings, names))
-        show(f"after {update}, empty canvas:", mean_decisions(policy, untouched, openings, names))
+        show(f"after {update}, one operator:", mean_decisions(policy, trained, decisions, openings))
+        show(f"after {update}, empty canvas:", mean_decisions(policy, untouched, decisions, openings))
     return 0
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import torch
 
 from training.sft.dataset import SftExample
+from training.train.config import TrainConfig, parse_train_config
 from training.train.probe import (
     Decision,
     ProbeError,
@@ -20,6 +23,7 @@ from training.train.probe import (
     decision_token_ids,
     dialect_decisions,
     observations_from_examples,
+    probe_examples,
     probe_policy,
     report_markdown,
 )
@@ -29,9 +33,14 @@ STRUCTURES = ["parallel", "loop"]
 
 
 class CharTokenizer:
-    """A stand-in tokenizer: one id per character (never merges across a tag boundary)."""
+    """A stand-in tokenizer: one id per character (never merges across a tag boundary), a visible chat template."""
 
     eos_token_id = 0
+
+    def apply_chat_template(
+        self, messages: list[dict[str, str]], *, tokenize: bool, add_generation_prompt: bool
+    ) -> str:
+        return "".join(f"[{m['role']}]{m['content']}" for m in messages) + "[assistant]"
 
     def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
         return {"input_ids": [ord(c) for c in text]}
@@ -87,7 +96,9 @@ def test_openings_the_tokenizer_merges_into_their_closing_tag_are_refused() -> N
         decision_token_ids(MergingTokenizer(), decisions)
 
 
-def example(episode: int, turn: int, completion: str, family: str = "code/greedy", kind: str = "action") -> SftExample:
+def example(
+    episode: int, turn: int, completion: str, family: str = "code/greedy", kind: Literal["action", "prompt"] = "action"
+) -> SftExample:
     tokenizer = CharTokenizer()
     return SftExample(
         prompt_ids=[episode + 1, turn + 1],
@@ -95,7 +106,7 @@ def example(episode: int, turn: int, completion: str, family: str = "code/greedy
         family=family,
         episode=episode,
         turn=turn,
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         messages=(),
     )
 
@@ -118,6 +129,37 @@ def test_observations_carry_the_task_type_and_the_decisions_taken_before() -> No
     ]
     only_code = observations_from_examples(examples, CharTokenizer(), decisions, task_type="code")
     assert [o.context for o in only_code] == ["code | (empty)", "code | add Custom"]
+
+
+def config_with_sft(transcripts: Path | None) -> TrainConfig:
+    data = {
+        "run": {"steps": 1, "seed": 0},
+        "policy": {"model": "x"},
+        "executor": {"backend": "scripted", "replies": ["x"]},
+        "data": {"paths": ["x.jsonl"]},
+        "rollout": {"problems_per_step": 1, "rollouts_per_problem": 2},
+    }
+    if transcripts is not None:
+        data["sft"] = {"data": [str(transcripts)], "held_out_fraction": 0.5}
+    return parse_train_config(data)
+
+
+def test_probe_turns_are_the_warm_starts_held_out_split_or_every_given_transcript_turn(tmp_path: Path) -> None:
+    lines = []
+    for episode in range(4):
+        turns = [
+            {"messages": [{"role": "user", "content": f"problem {episode}"}], "completion": "<action>add</action>"},
+            {"messages": [{"role": "user", "content": f"problem {episode}, one op"}], "completion": "<action>finish"},
+        ]
+        lines.append(json.dumps({"episode": {"family": "code/a"}, "turns": turns}))
+    transcripts = tmp_path / "t.jsonl"
+    transcripts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    held_out = probe_examples(config_with_sft(transcripts), CharTokenizer())
+    assert len(held_out) == 4 and len({ex.episode for ex in held_out}) == 2
+    every = probe_examples(config_with_sft(None), CharTokenizer(), [transcripts])
+    assert len(every) == 8
+    with pytest.raises(ProbeError, match="--transcripts"):
+        probe_examples(config_with_sft(None), CharTokenizer())
 
 
 def test_adapter_folders_by_checkpoint_or_name(tmp_path: Path) -> None:

@@ -151,17 +151,15 @@ def probe_main(argv: list[str]) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from flowsteer_mcp.canvas.kinds import STRUCTURES
-    from operators.registry import default_registry
-    from training.sft.dataset import SftDataset, TranscriptError, load_transcripts
-    from training.sft.trainer import sft_settings
-    from training.train.config import SftSettings, TrainConfigError, load_train_config
+    from training.sft.dataset import TranscriptError
+    from training.train.config import TrainConfigError, load_train_config
     from training.train.loop import resolve_policy_model
     from training.train.probe import (
         ProbeError,
         adapter_folder,
-        dialect_decisions,
+        default_decisions,
         observations_from_examples,
+        probe_examples,
         report_markdown,
         run_probe,
     )
@@ -171,18 +169,8 @@ def probe_main(argv: list[str]) -> int:
         adapters = [adapter_folder(Path(raw)) for raw in args.adapters]
         model_dir = resolve_policy_model(config.policy.model)
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-        settings = sft_settings(config) if not args.transcripts or config.sft is not None else None
-        dataset = SftDataset(
-            load_transcripts(args.transcripts or (settings.data if settings else [])),
-            tokenizer,
-            mix="natural",
-            held_out_fraction=settings.held_out_fraction if settings and not args.transcripts else 0.0,
-            max_seq_len=settings.max_seq_len if settings else SftSettings.model_fields["max_seq_len"].default,
-            seed=config.run.seed,
-            enable_thinking=config.rollout.sampling.enable_thinking,
-        )
-        decisions = dialect_decisions(default_registry().names(), [kind.name for kind in STRUCTURES])
-        examples = dataset.train if args.transcripts else dataset.held_out
+        decisions = default_decisions()
+        examples = probe_examples(config, tokenizer, args.transcripts)
         observations = observations_from_examples(examples, tokenizer, decisions, task_type=args.task)
         dtype = torch.float32 if args.dtype == "float32" else torch.bfloat16
         report = run_probe(model_dir, observations, decisions, tokenizer, adapters, dtype=dtype)

@@ -26,7 +26,8 @@ import torch
 from pydantic import BaseModel
 
 from training.errors import TrainingError
-from training.sft.dataset import SftExample
+from training.sft.dataset import SftDataset, SftExample, load_transcripts
+from training.train.config import SftSettings, TrainConfig
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +58,14 @@ def dialect_decisions(operator_names: Iterable[str], structure_names: Iterable[s
         if clash:
             raise ProbeError(f"decision {opening!r} is a prefix of {clash[0]!r}: their probabilities would overlap")
     return decisions
+
+
+def default_decisions() -> list[Decision]:
+    """The decisions of the registered operators (plug-ins included) and the canvas's structures."""
+    from flowsteer_mcp.canvas.kinds import STRUCTURES
+    from operators.registry import default_registry
+
+    return dialect_decisions(default_registry().names(), [kind.name for kind in STRUCTURES])
 
 
 def decision_of(text: str, decisions: Sequence[Decision]) -> str | None:
@@ -98,8 +107,8 @@ def observation_context(task_type: str, earlier: Sequence[str | None]) -> str:
 
 @torch.no_grad()
 def decision_logprobs(model: Any, prompt_ids: Sequence[int], openings: Sequence[Sequence[int]]) -> list[float]:
-    """log P(next turn opens with each opening | prompt): one forward over the prompt, then each opening on a
-    cache cut back to the prompt after each."""
+    """log P(next turn opens with each opening | prompt): one forward pass over the prompt, then each opening
+    on its cache, which is cut back to the prompt after every opening."""
     from transformers import DynamicCache
 
     prompt = torch.tensor([list(prompt_ids)], dtype=torch.long)
@@ -211,6 +220,28 @@ def observations_from_examples(
             written = tokenizer.decode(example.completion_ids, skip_special_tokens=True)
             earlier.append(decision_of(written, decisions))
     return out
+
+
+def probe_examples(config: TrainConfig, tokenizer: Any, transcripts: Sequence[str | Path] = ()) -> list[SftExample]:
+    """The turns to probe: every turn of `transcripts` when given, else the warm start's held-out turns (the
+    config's `sft:` data, split exactly as `flowsteer train sft` split it)."""
+    sft = config.sft
+    if transcripts:
+        paths, held_out_fraction = list(transcripts), 0.0
+    elif sft is not None:
+        paths, held_out_fraction = list(sft.data), sft.held_out_fraction
+    else:
+        raise ProbeError("the config has no `sft:` section, so there are no held-out turns: pass --transcripts")
+    dataset = SftDataset(
+        load_transcripts(paths),
+        tokenizer,
+        mix="natural",
+        held_out_fraction=held_out_fraction,
+        max_seq_len=sft.max_seq_len if sft is not None else SftSettings.model_fields["max_seq_len"].default,
+        seed=config.run.seed,
+        enable_thinking=config.rollout.sampling.enable_thinking,
+    )
+    return dataset.train if transcripts else dataset.held_out
 
 
 def adapter_folder(path: Path) -> tuple[str, Path]:
