@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from operators.backends.base import ChatBackend
     from training.data import Problem
 
+RUN_FAILED = 1  # the command ran but some of its work failed (e.g. episodes that did not run): no figures
 USAGE_ERROR = 2
 
 
@@ -450,6 +451,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
     from training.evaluate.recording import executor_backend, start_recording
     from training.evaluate.report import markdown_report, write_report
     from training.evaluate.results import EvalConfig
+    from training.evaluate.run_failures import run_failure_message, run_failures
     from training.evaluate.runner import evaluate
 
     names: list[str] = args.director or []
@@ -548,6 +550,10 @@ async def _run_eval(args: argparse.Namespace) -> int:
         journal.close()
         await _close_eval_resources(directors, backend, server)
 
+    failures = run_failures(report.items)
+    if failures:
+        print(run_failure_message(failures, len(report.items), journal.path), file=sys.stderr)
+        return RUN_FAILED
     json_path, markdown_path = write_report(report, out)
     print(markdown_report(report), end="")
     print(f"report: {json_path} and {markdown_path}", file=sys.stderr)

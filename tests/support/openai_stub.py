@@ -101,7 +101,9 @@ class OpenAIStub:
         latency_s: float = 0.0,
         served_models: Iterable[str] | None = None,
         api_key: str | None = None,
+        port: int = 0,
     ) -> None:
+        self._port = port  # 0: the OS picks a free one; a given port lets a test bring a "dead" server back
         self._queue: deque[StubReply] = deque(replies)
         self._default = default or StubReply()
         self._responder = responder
@@ -159,7 +161,7 @@ class OpenAIStub:
         if self._server is not None:
             return self
         self._stopping.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))  # port 0: the OS picks
+        server = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(

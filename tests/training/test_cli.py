@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import types
 from pathlib import Path
@@ -295,6 +296,41 @@ def test_journal_misuse_is_refused_without_touching_it(workspace: Path, capsys: 
     (out / "items.jsonl").write_text(f"{header}\n{{broken\n{item}\n", encoding="utf-8")
     assert main(base_args(workspace, "--director", "direct", "--out", str(out), "--resume")) == 2
     assert "items.jsonl:2: not an item record" in capsys.readouterr().err
+
+
+def unused_local_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_a_dead_policy_server_gives_no_figures_and_resume_runs_those_episodes(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = workspace / "run"
+    args = ["--director", "direct", "--director", "policy", "--sources", "gsm8k", "--out", str(out)]
+    port = unused_local_port()
+    policy = ["--policy-url", f"http://127.0.0.1:{port}/v1", "--policy-model", "stub-policy"]
+    assert main(base_args(workspace, *args, *policy)) == 1
+    printed = capsys.readouterr()
+    assert printed.out == "" and not (out / "report.json").exists()
+    assert "2 of 4 episodes did not run or could not be graded, so no figures are reported" in printed.err
+    assert "2 x policy: APIConnectionError" in printed.err and "--resume" in printed.err
+    direct_items = [item for item in read_items_journal(out) if item["director"] == "direct"]
+    assert len(direct_items) == 2 and all(item["error"] is None for item in direct_items)
+
+    with OpenAIStub(responder=policy_reply, port=port):  # the same server, back up
+        assert main(base_args(workspace, *args, *policy, "--resume")) == 0
+    document = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert document["resumed_items"] == 2  # the direct episodes; the failed policy ones ran again
+    policy_items = [item for item in document["items"] if item["director"] == "policy"]
+    assert len(policy_items) == 2 and all(item["policy_tokens"] > 0 and item["error"] is None for item in policy_items)
+
+
+def read_items_journal(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in journal_lines(folder)[1:]]
 
 
 def test_policy_reask_tokens_set_the_re_ask_budget(workspace: Path) -> None:

@@ -150,7 +150,8 @@ async def test_a_crashing_episode_is_recorded_and_the_run_continues(app: FlowSte
     crashed = by_id["toy/2"]
     assert crashed.error == "RuntimeError: director crashed on purpose"
     assert crashed.score == 0.0 and not crashed.correct and crashed.failed
-    assert crashed.score_method == "episode_error"
+    assert crashed.score_method == "episode_error" and crashed.run_failure
+    assert not any(by_id[f"toy/{i}"].run_failure for i in (0, 1, 3))
     assert [by_id[f"toy/{i}"].score for i in (0, 1, 3)] == [1.0, 1.0, 1.0]
     cell = aggregate(report)[0]
     assert (cell.failures, cell.n, cell.score_mean) == (1, 4, 0.75)
@@ -163,6 +164,26 @@ async def test_episode_time_limit_becomes_an_error_value(app: FlowSteerServer) -
     )
     assert all(item.error and "time limit of 0.2 s" in item.error for item in report.items)
     assert all(item.score == 0.0 for item in report.items)
+    # the user's limit is an outcome of the director, scored like a wrong answer, not a failure of the run
+    assert all(item.score_method == "episode_timeout" and not item.run_failure for item in report.items)
+
+
+async def test_a_resumed_run_tries_its_run_failures_again(app: FlowSteerServer) -> None:
+    first = await evaluate(
+        toy_problems(2),
+        [CannedAnswerDirector("d", right_answer, raise_on="What is 1 ")],
+        make_client=client_factory(app),
+        concurrency=1,
+        progress=False,
+    )
+    assert [item.run_failure for item in first.items] == [False, True]
+    director = CannedAnswerDirector("d", right_answer)
+    second = await evaluate(
+        toy_problems(2), [director], make_client=client_factory(app), concurrency=1, progress=False, done=first.items
+    )
+    assert [task.problem for task in director.seen] == ["What is 1 + 1?"]  # the graded one is kept
+    assert second.items[0] is first.items[0] and second.resumed_items == 1
+    assert second.items[1].score == 1.0 and not second.items[1].run_failure
 
 
 async def test_workflows_are_deleted_after_their_episode(app: FlowSteerServer) -> None:
@@ -195,6 +216,7 @@ async def test_a_scorer_crash_is_an_error_value(app: FlowSteerServer) -> None:
     )
     assert all(item.error == "scoring failed: OSError: sandbox unavailable" for item in report.items)
     assert all(item.score == 0.0 and item.answer for item in report.items)
+    assert all(item.run_failure for item in report.items)
 
 
 async def test_a_sandbox_refusal_stops_the_evaluation_instead_of_scoring_zero(app: FlowSteerServer) -> None:

@@ -33,6 +33,12 @@ class EvalConfig(BaseModel):
     episode_timeout_s: float | None = None
 
 
+# How an item was scored when the run, not the director, failed: the director or its client raised (a server down,
+# a bug) or the scorer did. Such an item is no measurement: it withholds the report's figures and runs again on
+# `--resume`.
+RUN_FAILURE_METHODS = frozenset({"episode_error", "scoring_error"})
+
+
 class ItemResult(BaseModel):
     """One episode of one director on one problem, with its grade."""
 
@@ -64,6 +70,12 @@ class ItemResult(BaseModel):
     def failed(self) -> bool:
         """An episode that raised, reported an error, or produced no answer at all."""
         return self.error is not None or not (self.answer or "").strip()
+
+    @property
+    def run_failure(self) -> bool:
+        """The episode could not run to an answer, or its answer could not be graded, through no act of the
+        director's workflow (unlike a workflow that fails or answers nothing, which is an outcome scored 0)."""
+        return self.score_method in RUN_FAILURE_METHODS
 
 
 class EvalReport(BaseModel):

@@ -3,7 +3,8 @@
 Each (director, problem) pair is one episode with its own MCP client context; a shared in-process server is
 fine because workflows are isolated by workflow_id. A bounded number of episodes run at once (grading
 included, since code grading occupies the sandbox). An episode that raises, or overruns its time limit, is
-recorded as a failed item with score 0 and never stops the run. How one episode is run, cleaned up and graded
+recorded as a failed item with score 0 and never stops the run; one that raised (or could not be graded) is a
+run failure, which the CLI refuses to turn into figures and a resumed run tries again. How one episode is run, cleaned up and graded
 is `training.episodes`, shared with the rollout worker.
 """
 
@@ -44,8 +45,8 @@ def _clipped_trace(trace: Sequence[dict[str, object]]) -> list[dict[str, object]
     return rows
 
 
-def _failed_item(base: ItemResult, error: str, wall_s: float) -> ItemResult:
-    return base.model_copy(update={"error": error, "wall_s": wall_s, "score_method": "episode_error"})
+def _failed_item(base: ItemResult, error: str, wall_s: float, *, method: str = "episode_error") -> ItemResult:
+    return base.model_copy(update={"error": error, "wall_s": wall_s, "score_method": method})
 
 
 def _item_from_episode(base: ItemResult, episode: EpisodeResult, wall_s: float) -> ItemResult:
@@ -89,8 +90,10 @@ async def run_episode(
         log.warning("episode_failed", director=director.name, problem=problem.id, error=run.error)
         return _failed_item(base, run.error, wall_s)
     if run.episode is None:  # only reachable when the time limit cancelled the episode
-        detail = f"episode exceeded its time limit of {timeout_s} s" if run.timed_out else "no result"
-        return _failed_item(base, detail, wall_s)
+        if run.timed_out:  # the user's limit: an outcome of the director (too slow), scored 0 like a wrong answer
+            detail = f"episode exceeded its time limit of {timeout_s} s"
+            return _failed_item(base, detail, wall_s, method="episode_timeout")
+        return _failed_item(base, "no result", wall_s)
     item = _item_from_episode(base, run.episode, wall_s)
     graded = await grade(score_fn, problem, run.episode.answer, director=director.name)
     if graded.result is None:
@@ -123,8 +126,9 @@ async def evaluate(
 
     Items come back in schedule order: for each problem, each director in turn (so an interrupted or
     partial run still compares directors on the same problems). `progress` shows a tqdm bar on stderr.
-    Pairs already graded in `done` (a resumed run) are reused, not run again; `on_item` sees each newly
-    graded item as soon as it exists (the journal makes it durable there).
+    Pairs already graded in `done` (a resumed run) are reused, not run again, except run failures
+    (`ItemResult.run_failure`), which run again; `on_item` sees each newly graded item as soon as it exists
+    (the journal makes it durable there).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -134,7 +138,7 @@ async def evaluate(
         raise ValueError(f"director names must be unique in one report; repeated: {', '.join(duplicated)}")
     config = config or EvalConfig(directors=names, concurrency=concurrency)
     pairs = [(director, problem) for problem in problems for director in directors]
-    reused = {item_key(item): item for item in done}
+    reused = {item_key(item): item for item in done if not item.run_failure}
     items: list[ItemResult | None] = [
         reused.get((director.name, problem.source, problem.id)) for director, problem in pairs
     ]
