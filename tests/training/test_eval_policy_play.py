@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.training.test_cli import base_args
+from tests.training.test_cli import base_args, unused_local_port
 from training.cli import main
 
 pytestmark = pytest.mark.usefixtures("no_cli_logging_setup")
@@ -63,8 +63,8 @@ def played(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_policy(workspace: Path, *extra: str) -> tuple[int, list[dict[str, Any]]]:
-    with OpenAIStub(responder=one_custom_then_finish) as stub:
+def run_policy(workspace: Path, *extra: str, port: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    with OpenAIStub(responder=one_custom_then_finish, port=port) as stub:
         args = ["--director", "policy", "--sources", "gsm8k", "--limit", "1", "--policy-url", stub.base_url]
         code = main(base_args(workspace, *args, "--policy-model", "trained", *extra))
         return code, [request.body for request in stub.chat_requests if request.body.get("model") == "trained"]
@@ -101,6 +101,19 @@ def test_the_seed_reaches_the_policy_only_where_its_rollouts_were_seeded(played:
     code, bodies = run_policy(played, *args)
     assert code == 0 and bodies
     assert {body.get("seed") for body in bodies} == ({5} if seeded else {None})
+
+
+def test_a_journal_from_before_seeded_was_recorded_resumes_as_seeded(played: Path) -> None:
+    out = played / "r"
+    config = str(played / "train.yaml")
+    port = unused_local_port()  # the same policy URL both times
+    assert run_policy(played, "--policy-config", config, "--out", str(out), port=port)[0] == 0
+    journal = out / "items.jsonl"
+    header, *items = journal.read_text(encoding="utf-8").splitlines()
+    document = json.loads(header)
+    assert document["config"]["policy_play"].pop("seeded") is True
+    journal.write_text("\n".join([json.dumps(document), *items]) + "\n", encoding="utf-8")
+    assert run_policy(played, "--policy-config", config, "--out", str(out), "--resume", port=port)[0] == 0
 
 
 def test_without_a_config_the_director_keeps_its_defaults(played: Path) -> None:

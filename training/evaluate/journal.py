@@ -54,9 +54,17 @@ def _header(config: EvalConfig) -> dict[str, Any]:
     return {"journal": JOURNAL_FORMAT, "config": config.model_dump(mode="json")}
 
 
+def _recorded_play(play: Any) -> Any:
+    """A journal's `policy_play` as recorded today: before `seeded` was recorded, --seed always reached the policy."""
+    if isinstance(play, dict) and "seeded" not in play:
+        return {**play, "seeded": True}
+    return play
+
+
 def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
     current = config.model_dump(mode="json")
     journal = {name: recorded.get(name, _IDENTITY_DEFAULTS.get(name)) for name in IDENTITY_FIELDS}
+    journal["policy_play"] = _recorded_play(journal["policy_play"])
     return [
         f"{name}: journal {journal[name]!r}, this run {current[name]!r}"
         for name in IDENTITY_FIELDS
