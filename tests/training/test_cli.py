@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import types
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from flowsteer_mcp.director.library import DEFAULT_WORKFLOW, library_workflow
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.servers import HttpServerProcess
+from tests.support.servers import HttpServerProcess, free_port
 from training.cli import main
 
 SCRIPTED_CONFIG = """
@@ -298,20 +297,12 @@ def test_journal_misuse_is_refused_without_touching_it(workspace: Path, capsys: 
     assert "items.jsonl:2: not an item record" in capsys.readouterr().err
 
 
-def unused_local_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def test_a_dead_policy_server_gives_no_figures_and_resume_runs_those_episodes(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = workspace / "run"
     args = ["--director", "direct", "--director", "policy", "--sources", "gsm8k", "--out", str(out)]
-    port = unused_local_port()
+    port = free_port()  # nothing listens there until the stub takes it
     policy = ["--policy-url", f"http://127.0.0.1:{port}/v1", "--policy-model", "stub-policy"]
     assert main(base_args(workspace, *args, *policy)) == 1
     printed = capsys.readouterr()

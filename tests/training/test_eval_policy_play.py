@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.training.test_cli import base_args, unused_local_port
+from tests.support.servers import free_port
+from tests.training.test_cli import base_args
 from training.cli import main
 
 pytestmark = pytest.mark.usefixtures("no_cli_logging_setup")
@@ -106,7 +107,7 @@ def test_the_seed_reaches_the_policy_only_where_its_rollouts_were_seeded(played:
 def test_a_journal_from_before_seeded_was_recorded_resumes_as_seeded(played: Path) -> None:
     out = played / "r"
     config = str(played / "train.yaml")
-    port = unused_local_port()  # the same policy URL both times
+    port = free_port()  # the same policy URL both times
     assert run_policy(played, "--policy-config", config, "--out", str(out), port=port)[0] == 0
     journal = out / "items.jsonl"
     header, *items = journal.read_text(encoding="utf-8").splitlines()

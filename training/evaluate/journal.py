@@ -17,6 +17,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from training.errors import TrainingError
+from training.evaluate.policy_play import recorded_identity
 from training.evaluate.results import EvalConfig, ItemResult
 
 JOURNAL_NAME = "items.jsonl"
@@ -36,6 +37,7 @@ IDENTITY_FIELDS = (
 )
 # Older journals lack a field recorded since; a missing one reads as this default, or, where no default can
 # be known (`_NOT_RECORDED`: journals written before the engine settings were), is not compared.
+# Within `policy_play`, a field added since reads as PolicyPlay's default (`recorded_identity`).
 _NOT_RECORDED = object()
 _IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}, "engine": _NOT_RECORDED, "policy_play": None}
 
@@ -54,17 +56,11 @@ def _header(config: EvalConfig) -> dict[str, Any]:
     return {"journal": JOURNAL_FORMAT, "config": config.model_dump(mode="json")}
 
 
-def _recorded_play(play: Any) -> Any:
-    """A journal's `policy_play` as recorded today: before `seeded` was recorded, --seed always reached the policy."""
-    if isinstance(play, dict) and "seeded" not in play:
-        return {**play, "seeded": True}
-    return play
-
-
 def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
     current = config.model_dump(mode="json")
     journal = {name: recorded.get(name, _IDENTITY_DEFAULTS.get(name)) for name in IDENTITY_FIELDS}
-    journal["policy_play"] = _recorded_play(journal["policy_play"])
+    if isinstance(journal["policy_play"], dict):
+        journal["policy_play"] = recorded_identity(journal["policy_play"])
     return [
         f"{name}: journal {journal[name]!r}, this run {current[name]!r}"
         for name in IDENTITY_FIELDS

@@ -33,7 +33,21 @@ class PolicyPlay(BaseModel):
 
     def identity(self) -> dict[str, Any]:
         """What a result depends on (the config's path does not; the template's text does)."""
-        return self.model_dump(mode="json", exclude={"source", "system_template"})
+        return self.model_dump(mode="json", exclude=NOT_IDENTITY)
+
+
+NOT_IDENTITY = {"source", "system_template"}
+
+
+def recorded_identity(recorded: dict[str, Any]) -> dict[str, Any]:
+    """An identity as a journal recorded it, with every field added since read as its default (e.g. `seeded`:
+    before it was recorded, --seed always reached the policy)."""
+    defaults = {
+        name: field.default
+        for name, field in PolicyPlay.model_fields.items()
+        if name not in NOT_IDENTITY and not field.is_required()
+    }
+    return {**defaults, **recorded}
 
 
 def policy_play(config_path: Path, *, temperature: float | None = None) -> PolicyPlay:
