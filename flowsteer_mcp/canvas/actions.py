@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowsteer_mcp.canvas.blueprint import StageBlueprint, blueprint_of, build_stage
+from flowsteer_mcp.canvas.candidates import refuse_new_unfed_ensembles
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds import KINDS, kind_of
 from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph, children
@@ -97,12 +98,15 @@ def _describe(stage: StageBlueprint) -> str:
 def apply_edit(graph: WorkflowGraph, action: EditAction, rules: CanvasRules) -> EditOutcome:
     """Apply one edit to a copy of `graph`; raises CanvasError (graph untouched) when it is invalid."""
     if isinstance(action, AddStage):
-        return _add(graph, action, rules)
-    if isinstance(action, DeleteNode):
-        return _delete(graph, action)
-    if isinstance(action, ModifyNode):
-        return _modify(graph, action, rules)
-    return _set_prompt(graph, action, rules)
+        outcome = _add(graph, action, rules)
+    elif isinstance(action, DeleteNode):
+        outcome = _delete(graph, action)
+    elif isinstance(action, ModifyNode):
+        outcome = _modify(graph, action, rules)
+    else:
+        return _set_prompt(graph, action, rules)
+    refuse_new_unfed_ensembles(graph, outcome.graph, rules.registry)
+    return outcome
 
 
 def _add(graph: WorkflowGraph, action: AddStage, rules: CanvasRules) -> EditOutcome:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from flowsteer_mcp.canvas.actions import AddStage, apply_edit
 from flowsteer_mcp.canvas.blueprint import blueprint_of, slots
+from flowsteer_mcp.canvas.candidates import refuse_new_unfed_ensembles
 from flowsteer_mcp.canvas.dsl import DSLSyntaxError, parse_dsl, render, render_drawn, render_stage
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds import kind_of
@@ -88,6 +89,7 @@ def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
         raise CanvasError(ErrorCode.INVALID_IMPORT, "Invalid workflow JSON: node ids are not unique.")
     if render(graph) != document.dsl:
         raise CanvasError(ErrorCode.INVALID_IMPORT, "Invalid workflow JSON: the dsl field does not match the graph.")
+    refuse_new_unfed_ensembles(WorkflowGraph(), graph, rules.registry)
     return graph
 
 

@@ -54,7 +54,7 @@ def test_loop_ids_and_on_pass_ids() -> None:
 def test_edits_never_mutate_their_input() -> None:
     graph = import_dsl(FULL, RULES)
     before = graph.model_copy(deep=True)
-    apply_edit(graph, DeleteNode(node_id="node_2"), RULES)
+    apply_edit(graph, DeleteNode(node_id="node_5"), RULES)
     apply_edit(graph, SetPrompt(node_id="node_1", prompt="Make a plan please"), RULES)
     apply_edit(graph, ModifyNode(node_id="node_3", operator="Aggregate"), RULES)
     add(graph, OperatorBlueprint(operator="Custom"))

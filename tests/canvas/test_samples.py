@@ -255,7 +255,7 @@ async def test_typed_tools_set_samples() -> None:
 def test_graph_stats_count_sampled_nodes_and_the_largest_draw() -> None:
     stats = graph_stats(import_dsl("Programmer{3} -> [Custom, Custom{2}] -> ScEnsemble", RULES), default_registry())
     assert (stats.max_samples, stats.sampled_nodes) == (3, 2)
-    plain = graph_stats(import_dsl("Programmer -> ScEnsemble", RULES), default_registry())
+    plain = graph_stats(import_dsl("Programmer -> Custom", RULES), default_registry())
     assert (plain.max_samples, plain.sampled_nodes) == (1, 0)
     assert (graph_stats(WorkflowGraph(), default_registry()).max_samples) == 1
 

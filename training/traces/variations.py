@@ -13,12 +13,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from flowsteer_mcp.canvas.actions import AddStage, apply_edit
 from flowsteer_mcp.canvas.blueprint import (
     ConditionalBlueprint,
     OperatorBlueprint,
     ParallelBlueprint,
     StageBlueprint,
-    build_stage,
     slot_prompts,
     slots,
     with_operators,
@@ -199,15 +199,15 @@ MUTATIONS: tuple[Mutation, ...] = (swap_operator, change_samples, change_prompt,
 
 
 def is_valid(stages: Stages) -> bool:
-    """Whether the canvas accepts every stage in order (the check an `act` add makes)."""
+    """Whether the canvas accepts every stage in order (the checks an `act` add makes, an ensemble's need for
+    candidates included)."""
     if not stages:
         return False
     rules = CanvasRules(default_registry(), CanvasOptions())
     graph = WorkflowGraph()
     try:
-        for index, stage in enumerate(stages, start=1):
-            checked = rules.blueprint(stage, graph)
-            graph = WorkflowGraph(stages=[*graph.stages, build_stage(checked, index)], next_index=index + 1)
+        for stage in stages:
+            graph = apply_edit(graph, AddStage(stage=stage), rules).graph
     except CanvasError:
         return False
     return True
