@@ -46,6 +46,7 @@ from training.rollout import RolloutBatch, collect_groups, in_process_clients
 from training.rollout.worker import MakeDirector
 
 OPERATORS = ["Custom", "Programmer", "ScEnsemble", "Format"]
+DRAWS = {"Programmer": 3}  # the ensemble after it needs candidates (the canvas refuses it otherwise)
 
 
 class LatencyPolicyStub:
@@ -114,7 +115,9 @@ class LatencyPolicyStub:
         dsl = found.group(1) if found and found.group(1) != "(empty)" else ""
         present = [name for name in OPERATORS if name in dsl]
         if len(present) < 1 + seed % len(OPERATORS):
-            return f"<action>add</action><operator>{OPERATORS[len(present)]}</operator>"
+            operator = OPERATORS[len(present)]
+            draws = f"<samples>{DRAWS[operator]}</samples>" if operator in DRAWS else ""
+            return f"<action>add</action><operator>{operator}</operator>{draws}"
         return "<action>finish</action>"
 
 
