@@ -29,22 +29,25 @@ def ensembles_in(stage: Stage, registry: OperatorRegistry) -> list[str]:
 
 def unfed_ensembles(graph: WorkflowGraph, registry: OperatorRegistry) -> dict[str, list[str]]:
     """Stage id -> its ensemble operators, for every stage whose ensembles would find no candidates."""
-    unfed: dict[str, list[str]] = {}
+    return {graph.stages[index].id: names for index, names in _unfed(graph, registry)}
+
+
+def _unfed(graph: WorkflowGraph, registry: OperatorRegistry) -> list[tuple[int, list[str]]]:
+    found = []
     for index, stage in enumerate(graph.stages):
         names = ensembles_in(stage, registry)
         if names and not (index > 0 and offers_candidates(graph.stages[index - 1])):
-            unfed[stage.id] = names
-    return unfed
+            found.append((index, names))
+    return found
 
 
 def refuse_new_unfed_ensembles(before: WorkflowGraph, after: WorkflowGraph, registry: OperatorRegistry) -> None:
     """Raise a CanvasError when `after` has an ensemble without candidates that `before` did not have."""
     known = unfed_ensembles(before, registry)
-    fresh = [(sid, names) for sid, names in unfed_ensembles(after, registry).items() if sid not in known]
+    fresh = [(index, names) for index, names in _unfed(after, registry) if after.stages[index].id not in known]
     if not fresh:
         return
-    stage_id, names = fresh[0]
-    index = next(i for i, stage in enumerate(after.stages) if stage.id == stage_id)
+    index, names = fresh[0]
     previous = after.stages[index - 1] if index > 0 else None
     if previous is None:
         source = "it would be the first stage"
@@ -54,9 +57,9 @@ def refuse_new_unfed_ensembles(before: WorkflowGraph, after: WorkflowGraph, regi
         source = f"{previous.id} before it is a {previous.kind} stage, which offers none"
     raise CanvasError(
         ErrorCode.INVALID_STRUCTURE,
-        f"{stage_id} ({', '.join(names)}) would have no candidates to choose from: an ensemble chooses among "
-        f"the outputs of the stage right before it, and {source}. Put a sampled solver (samples > 1, e.g. 3) "
-        "or a parallel stage right before it; to answer with one solver, add the solver alone.",
+        f"{after.stages[index].id} ({', '.join(names)}) would have no candidates to choose from: an ensemble "
+        f"chooses among the outputs of the stage right before it, and {source}. Put a sampled solver (samples > 1, "
+        "e.g. 3) or a parallel stage right before it; to answer with one solver, add the solver alone.",
     )
 
 

@@ -68,6 +68,10 @@ async def test_add_operator_appends_inserts_and_uses_one_round_each(
         ({"operator": "Plan", "prompt": "x" * 4001}, ("Prompt is too long", "4000")),
         ({"operator": ""}, ("operator",)),
         ({"operator": "MdEnsemble" * 10}, ("operator",)),
+        (
+            {"operator": "ScEnsemble"},
+            ("node_2 (ScEnsemble) would have no candidates", "node_1 before it is a single draw"),
+        ),
     ],
 )
 async def test_add_operator_errors_change_nothing(
@@ -188,6 +192,12 @@ async def test_add_structure_invalid_combinations_change_nothing(
 ) -> None:
     workflow_id = await build(tools, {"operator": "Custom", "prompt": PROMPT})
     await refused(tools, "add_structure", workflow_id, *phrases, **arguments)
+
+
+async def test_removing_an_ensembles_candidate_source_is_a_tool_error(tools: ToolCaller) -> None:
+    workflow_id = await build(tools, {"operator": "Custom", "samples": 3}, {"operator": "ScEnsemble"})
+    await refused(tools, "delete_node", workflow_id, "node_2 (ScEnsemble) would have no candidates", node_id="node_1")
+    await refused(tools, "modify_node", workflow_id, "samples > 1", node_id="node_1", operator="Custom")
 
 
 async def test_operator_limit_per_workflow(connect: Connect) -> None:

@@ -4,8 +4,8 @@ Each (director, problem) pair is one episode with its own MCP client context; a 
 fine because workflows are isolated by workflow_id. A bounded number of episodes run at once (grading
 included, since code grading occupies the sandbox). An episode that raises, or overruns its time limit, is
 recorded as a failed item with score 0 and never stops the run; one that raised (or could not be graded) is a
-run failure, which the CLI refuses to turn into figures and a resumed run tries again. How one episode is run, cleaned up and graded
-is `training.episodes`, shared with the rollout worker.
+run failure, which the CLI refuses to turn into figures and a resumed run tries again. How one episode is run,
+cleaned up and graded is `training.episodes`, shared with the rollout worker.
 """
 
 from __future__ import annotations
