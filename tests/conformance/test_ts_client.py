@@ -111,7 +111,8 @@ def assert_conformant(summary: dict[str, Any], *, executes: bool) -> None:
         "finished",
     )
     errors = summary["errors"]
-    assert {name: error.get("code") for name, error in errors.items() if name != "invalidArguments"} == {
+    tool_errors = ("invalidArguments", "unfedEnsemble")
+    assert {name: error.get("code") for name, error in errors.items() if name not in tool_errors} == {
         "unknownTool": -32602,
         "missingPromptArgument": -32602,
         "unknownPrompt": -32602,
@@ -124,6 +125,10 @@ def assert_conformant(summary: dict[str, Any], *, executes: bool) -> None:
         "Error executing tool get_workflow: invalid arguments: `workflow_id` should be a valid string"
     )
     assert "pydantic" not in invalid["text"]
+    unfed = errors["unfedEnsemble"]  # an agent mistake: a ToolError with the fix, and the workflow unchanged
+    assert unfed["isError"] is True
+    assert "node_1 (ScEnsemble) would have no candidates" in unfed["text"] and "samples > 1" in unfed["text"]
+    assert unfed["dslAfter"] == ""
 
     progress = summary["progress"]
     if executes:

@@ -122,6 +122,15 @@ async function errors(client) {
   summary.errors.unknownWorkflowResource = await protocolError(() => client.readResource({ uri: 'flowsteer://workflows/wf_missing' }));
   const invalid = await client.callTool({ name: 'get_workflow', arguments: { workflow_id: 3 } });
   summary.errors.invalidArguments = { isError: invalid.isError === true, text: invalid.content?.[0]?.text ?? null };
+  const created = await client.callTool({ name: 'create_workflow', arguments: { task: 'What is 6 * 7?', task_type: 'math' } });
+  const id = created.structuredContent.workflow_id;
+  const unfed = await client.callTool({ name: 'add_operator', arguments: { workflow_id: id, operator: 'ScEnsemble' } });
+  const after = await client.callTool({ name: 'get_workflow', arguments: { workflow_id: id } });
+  summary.errors.unfedEnsemble = {
+    isError: unfed.isError === true,
+    text: unfed.content?.[0]?.text ?? null,
+    dslAfter: after.structuredContent?.state?.dsl ?? null,
+  };
 }
 
 async function main() {
