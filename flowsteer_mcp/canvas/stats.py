@@ -27,6 +27,9 @@ class GraphStats(BaseModel):
     # Sampling is a workflow family of its own (draw k, then select), which the operator names alone cannot show.
     max_samples: int = 1  # the largest `samples` of any operator node
     sampled_nodes: int = 0  # operator nodes drawn more than once
+    # A solver with a node prompt runs that instruction instead of the task alone (for Custom the prompt is the
+    # whole job); without one, its first draw is the direct call. Whether solvers are instructed is a family too.
+    prompted_solvers: int = 0  # solving-category nodes with a non-blank prompt
 
     @property
     def has_structure(self) -> bool:
@@ -42,10 +45,12 @@ def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
     names = [node.operator for node in nodes]
     categories: Counter[str] = Counter()
     has_checker = False
-    for name in names:
-        spec = registry.spec(name)
+    prompted_solvers = 0
+    for node in nodes:
+        spec = registry.spec(node.operator)
         categories[spec.category.value] += 1
         has_checker = has_checker or spec.role == Role.CHECKER
+        prompted_solvers += spec.category == Category.SOLVING and bool((node.prompt or "").strip())
     used = {stage.kind for stage in graph.stages}
     structures = [kind.name for kind in STRUCTURES if kind.name in used]
     return GraphStats(
@@ -61,4 +66,5 @@ def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
         has_checker=has_checker,
         max_samples=max((node.samples for node in nodes), default=1),
         sampled_nodes=sum(node.samples > 1 for node in nodes),
+        prompted_solvers=prompted_solvers,
     )

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from flowsteer_mcp.canvas.export import import_dsl
+from flowsteer_mcp.canvas.options import CanvasOptions
 from flowsteer_mcp.canvas.stats import graph_stats
+from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.director.library import LIBRARY
 from operators.registry import default_registry
 from training.train.families import FAMILY_NAMES, families_of, family_metrics, operator_push
@@ -15,36 +18,37 @@ from training.train.plots import plot_metrics
 EXEC_VOTE = {"sampling", "vote", "execution_selection"}
 SAMPLED_VOTE = {"sampling", "vote"}
 POT_VOTE = {"sampling", "vote", "program_of_thought"}
+RULES = CanvasRules(default_registry(), CanvasOptions())
 
 EXPECTED: dict[tuple[str, str], set[str]] = {
-    ("code", "classic"): {"execution_selection", "revision", "structured"},
-    ("code", "greedy"): {"single_call"},
-    ("code", "sample4-exec"): EXEC_VOTE,
-    ("code", "sample8-exec"): EXEC_VOTE,
+    ("code", "classic"): {"execution_selection", "revision", "structured", "instructed"},
+    ("code", "greedy"): {"single_call", "instructed"},
+    ("code", "sample4-exec"): EXEC_VOTE | {"instructed"},
+    ("code", "sample8-exec"): EXEC_VOTE | {"instructed"},
     ("code", "direct4-exec"): EXEC_VOTE,
     ("code", "direct8-exec"): EXEC_VOTE,
-    ("code", "exec-repair"): EXEC_VOTE | {"revision", "structured"},
-    ("code", "plan-sample-exec"): EXEC_VOTE,
-    ("code", "custom+programmer-exec"): EXEC_VOTE | {"structured"},
-    ("math", "classic"): {"vote", "program_of_thought", "revision", "structured", "long"},
-    ("math", "greedy-cot"): {"single_call"},
-    ("math", "pot"): {"single_call", "program_of_thought"},
-    ("math", "pot4-vote"): POT_VOTE,
-    ("math", "cot4-vote"): SAMPLED_VOTE,
-    ("math", "pot2+cot2-vote"): POT_VOTE | {"structured"},
+    ("code", "exec-repair"): EXEC_VOTE | {"revision", "structured", "instructed"},
+    ("code", "plan-sample-exec"): EXEC_VOTE | {"instructed"},
+    ("code", "custom+programmer-exec"): EXEC_VOTE | {"structured", "instructed"},
+    ("math", "classic"): {"vote", "program_of_thought", "revision", "structured", "long", "instructed"},
+    ("math", "greedy-cot"): {"single_call", "instructed"},
+    ("math", "pot"): {"single_call", "program_of_thought", "instructed"},
+    ("math", "pot4-vote"): POT_VOTE | {"instructed"},
+    ("math", "cot4-vote"): SAMPLED_VOTE | {"instructed"},
+    ("math", "pot2+cot2-vote"): POT_VOTE | {"structured", "instructed"},
     ("math", "direct-sc4"): SAMPLED_VOTE,
     ("math", "direct-sc8"): SAMPLED_VOTE,
-    ("math", "direct-sc4+pot4"): POT_VOTE | {"structured"},
-    ("math", "pot4-vote-format"): POT_VOTE,
-    ("qa", "classic"): {"revision", "structured"},
-    ("qa", "greedy"): {"single_call"},
-    ("qa", "vote5"): SAMPLED_VOTE,
-    ("qa", "custom-vote"): SAMPLED_VOTE,
+    ("math", "direct-sc4+pot4"): POT_VOTE | {"structured", "instructed"},
+    ("math", "pot4-vote-format"): POT_VOTE | {"instructed"},
+    ("qa", "classic"): {"revision", "structured", "instructed"},
+    ("qa", "greedy"): {"single_call", "instructed"},
+    ("qa", "vote5"): SAMPLED_VOTE | {"instructed"},
+    ("qa", "custom-vote"): SAMPLED_VOTE | {"instructed"},
     ("qa", "direct-sc5"): SAMPLED_VOTE,
-    ("qa", "greedy-format"): set(),  # a plain two-step chain belongs to no named family
-    ("qa", "vote5-format"): SAMPLED_VOTE,
-    ("qa", "mixed-vote"): SAMPLED_VOTE | {"structured"},
-    ("general", "classic"): {"revision", "structured", "long"},
+    ("qa", "greedy-format"): {"instructed"},  # otherwise a plain two-step chain belongs to no named family
+    ("qa", "vote5-format"): SAMPLED_VOTE | {"instructed"},
+    ("qa", "mixed-vote"): SAMPLED_VOTE | {"structured", "instructed"},
+    ("general", "classic"): {"revision", "structured", "long", "instructed"},
 }
 
 
@@ -104,7 +108,8 @@ async def test_rollouts_carry_the_final_graph_stats_and_problem_type_for_the_fam
     first, second = batch.episodes  # even seed: Custom; odd seed: Custom -> Format
     assert first.problem_type == second.problem_type == "math"
     assert first.stats["operators"] == ["Custom"] and first.stats["max_samples"] == 1
-    assert families_of(first.stats, first.problem_type) == {"single_call"}
+    # the scripted policy answers the prompt turn, so its Custom is instructed
+    assert families_of(first.stats, first.problem_type) == {"single_call", "instructed"}
     assert second.stats["operators"] == ["Custom", "Format"]
 
 
@@ -136,3 +141,20 @@ def test_operator_push_is_the_mean_advantage_weighted_operator_count_of_kept_tra
     assert operator_push(rows) == pytest.approx(0.25)
     assert operator_push([{**rows[0], "advantage": -0.5}, {**rows[1], "advantage": 0.5}]) == pytest.approx(-0.25)
     assert operator_push([rows[2]]) is None and operator_push([]) is None
+
+
+def test_a_solver_with_a_written_instruction_is_instructed_and_the_direct_call_is_not() -> None:
+    graph = import_dsl("Custom{4} -> ScEnsemble", RULES)
+    direct = graph_stats(graph, default_registry()).model_dump(mode="json")
+    assert direct["prompted_solvers"] == 0
+    assert "instructed" not in families_of(direct, "math")
+    solver = next(graph.iter_operator_nodes())
+    selector = list(graph.iter_operator_nodes())[1]
+    selector.prompt = "Choose the answer most candidates agree on."  # a selector's prompt does not count
+    assert "instructed" not in families_of(graph_stats(graph, default_registry()).model_dump(mode="json"), "math")
+    solver.prompt = "Reason step by step and state the final number."
+    stats = graph_stats(graph, default_registry()).model_dump(mode="json")
+    assert stats["prompted_solvers"] == 1
+    assert "instructed" in families_of(stats, "math")
+    solver.prompt = "   "  # blank is no instruction: the operator still makes the direct call
+    assert graph_stats(graph, default_registry()).prompted_solvers == 0

@@ -29,6 +29,7 @@ class WorkflowTraits:
     total_operators: int
     max_samples: int
     structures: frozenset[str]
+    prompted_solvers: int
     problem_type: str
 
     @classmethod
@@ -39,6 +40,7 @@ class WorkflowTraits:
             total_operators=int(stats.get("total_operators") or len(operators)),
             max_samples=int(stats.get("max_samples") or 1),
             structures=frozenset(str(kind) for kind in stats.get("structures") or []),
+            prompted_solvers=int(stats.get("prompted_solvers") or 0),
             problem_type=problem_type,
         )
 
@@ -79,6 +81,11 @@ FAMILIES: tuple[Family, ...] = (
         lambda s: s.problem_type == "math" and "Programmer" in s.operators,
     ),
     Family("revision", "a Revise or Review stage", lambda s: bool(s.operators & REVISERS)),
+    Family(
+        "instructed",
+        "a solver runs on a written instruction, not on the task alone (the direct call)",
+        lambda s: s.prompted_solvers > 0,
+    ),
     Family("structured", "any structure (parallel, conditional, loop, ...)", lambda s: bool(s.structures)),
     Family(
         "long",
