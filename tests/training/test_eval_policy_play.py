@@ -85,6 +85,21 @@ def test_the_policy_plays_under_the_training_rollout_settings(played: Path) -> N
     assert len(play["system_template_sha256"]) == 64
 
 
+def test_the_journal_keeps_what_the_policy_sent_and_the_final_graph_stats(played: Path) -> None:
+    out = played / "r"
+    code, _ = run_policy(played, "--policy-config", str(played / "train.yaml"), "--out", str(out))
+    assert code == 0
+    item = json.loads((out / "items.jsonl").read_text(encoding="utf-8").splitlines()[1])
+    assert item["director_turns"][0] == {
+        "round": 1,
+        "kind": "action",
+        "sent": "<action>add</action><operator>Custom</operator>",
+        "ok": True,
+    }
+    assert item["director_turns"][-1]["sent"] == "<action>finish</action>"
+    assert item["stats"]["operators"] == ["Custom"] and item["stats"]["prompted_solvers"] == 0
+
+
 def test_the_temperature_can_be_set_apart(played: Path) -> None:
     config = str(played / "train.yaml")
     code, bodies = run_policy(

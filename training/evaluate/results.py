@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +39,18 @@ class EvalConfig(BaseModel):
 RUN_FAILURE_METHODS = frozenset({"episode_error", "scoring_error"})
 
 
+class DirectorTurn(BaseModel):
+    """One turn a policy director sent to the canvas, as sent (inline operator prompts included), and whether the
+    canvas took it: the DSL alone hides the prompts, and a refused edit leaves no trace in the workflow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    round: int
+    kind: Literal["action", "prompt"]
+    sent: str
+    ok: bool
+
+
 class ItemResult(BaseModel):
     """One episode of one director on one problem, with its grade."""
 
@@ -65,6 +77,9 @@ class ItemResult(BaseModel):
     error: str | None = None
     # per-node trace of the episode's final run (NodeTrace rows, outputs clipped); older journals lack it
     trace: list[dict[str, Any]] = Field(default_factory=list)
+    # the final workflow's graph statistics (training/train/families.py reads them); older journals lack them
+    stats: dict[str, Any] = Field(default_factory=dict)
+    director_turns: list[DirectorTurn] = Field(default_factory=list)  # a policy director's turns; others have none
 
     @property
     def failed(self) -> bool:

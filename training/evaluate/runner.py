@@ -23,7 +23,7 @@ from flowsteer_mcp.director.episode import Director, EpisodeResult
 from training.data import Problem
 from training.episodes import MakeClient, ScoreFn, describe_error, grade, run_director
 from training.evaluate.journal import item_key
-from training.evaluate.results import EvalConfig, EvalReport, ItemResult
+from training.evaluate.results import DirectorTurn, EvalConfig, EvalReport, ItemResult
 from training.evaluate.tasks import task_for
 from training.scoring import score
 
@@ -64,6 +64,10 @@ def _item_from_episode(base: ItemResult, episode: EpisodeResult, wall_s: float) 
             "wall_s": wall_s,
             "error": episode.error,
             "trace": _clipped_trace(episode.trace),
+            "stats": episode.stats,
+            "director_turns": [
+                DirectorTurn(round=turn.round, kind=turn.kind, sent=turn.sent, ok=turn.ok) for turn in episode.records
+            ],
         }
     )
 
