@@ -448,6 +448,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
     from training.evaluate.directors import PolicyEndpoint, build_director, build_workflow_director
     from training.evaluate.journal import ItemJournal, JournalError
     from training.evaluate.policy_play import policy_play
+    from training.evaluate.policy_weights import PolicyServerError, served_weights
     from training.evaluate.recording import executor_backend, start_recording
     from training.evaluate.report import markdown_report, write_report
     from training.evaluate.results import EvalConfig
@@ -489,6 +490,16 @@ async def _run_eval(args: argparse.Namespace) -> int:
         print(f"flowsteer eval: error: {error}", file=sys.stderr)
         return USAGE_ERROR
 
+    policy_weights = None
+    if "policy" in names and args.replay is None:
+        key = os.environ.get(args.policy_api_key_env) if args.policy_api_key_env else None
+        try:
+            policy_weights = await served_weights(args.policy_url, args.policy_model, api_key=key)
+        except PolicyServerError as error:
+            await _close_eval_resources(directors, backend, None)
+            print(f"flowsteer eval: error: {error}", file=sys.stderr)
+            return USAGE_ERROR
+
     server = None
     if args.mcp_url:
         token = os.environ.get(args.mcp_token_env) if args.mcp_token_env else None
@@ -522,6 +533,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
         mcp_url=args.mcp_url,
         policy_url=args.policy_url,
         policy_model=args.policy_model,
+        policy_weights=policy_weights,
         policy_play=play.identity() if play is not None else None,
         record=str(args.record) if args.record else None,
         replay=str(args.replay) if args.replay else None,

@@ -88,6 +88,7 @@ class OpenAIStub:
     """OpenAI-compatible chat server on 127.0.0.1, started by `start()` or `with`, stopped by `close()`.
 
     `served_models`: when given, chat calls naming another model get a 404 like a real server.
+    `model_details`: extra `GET /models` fields per served name, e.g. vLLM's `root` and `parent` of an adapter.
     `api_key`: when given, requests without `Authorization: Bearer <api_key>` get a 401.
     `responder`: computes the reply from the request body when no queued reply is left.
     """
@@ -100,6 +101,7 @@ class OpenAIStub:
         responder: Responder | None = None,
         latency_s: float = 0.0,
         served_models: Iterable[str] | None = None,
+        model_details: Mapping[str, Mapping[str, str]] | None = None,
         api_key: str | None = None,
         port: int = 0,
     ) -> None:
@@ -109,6 +111,7 @@ class OpenAIStub:
         self._responder = responder
         self.latency_s = latency_s
         self.served_models = set(served_models) if served_models is not None else None
+        self.model_details = dict(model_details or {})
         self._api_key = api_key
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -234,7 +237,10 @@ class OpenAIStub:
 
     def _models(self) -> tuple[int, bytes, str, Mapping[str, str]]:
         names = sorted(self.served_models or {"stub-model"})
-        data = [{"id": n, "object": "model", "created": 0, "owned_by": "stub"} for n in names]
+        data = [
+            {"id": n, "object": "model", "created": 0, "owned_by": "stub", **self.model_details.get(n, {})}
+            for n in names
+        ]
         return 200, json.dumps({"object": "list", "data": data}).encode(), "application/json", {}
 
 

@@ -213,7 +213,7 @@ def policy_reply(body: dict[str, Any]) -> StubReply:
 def test_policy_director_records_and_replays(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     recording = workspace / "policy-run.jsonl"
     args = ["--director", "policy", "--sources", "gsm8k", "--limit", "1", "--episode-timeout", "60"]
-    with OpenAIStub(responder=policy_reply) as stub:
+    with OpenAIStub(responder=policy_reply, served_models=["stub-policy"]) as stub:
         policy = ["--policy-url", stub.base_url, "--policy-model", "stub-policy"]
         code = main(base_args(workspace, *args, *policy, "--record", str(recording), "--out", str(workspace / "p1")))
         assert code == 0
@@ -312,7 +312,7 @@ def test_a_dead_policy_server_gives_no_figures_and_resume_runs_those_episodes(
     direct_items = [item for item in read_items_journal(out) if item["director"] == "direct"]
     assert len(direct_items) == 2 and all(item["error"] is None for item in direct_items)
 
-    with OpenAIStub(responder=policy_reply, port=port):  # the same server, back up
+    with OpenAIStub(responder=policy_reply, served_models=["stub-policy"], port=port):  # the same server, back up
         assert main(base_args(workspace, *args, *policy, "--resume")) == 0
     document = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert document["resumed_items"] == 2  # the direct episodes; the failed policy ones ran again
@@ -336,7 +336,7 @@ def test_policy_reask_tokens_set_the_re_ask_budget(workspace: Path) -> None:
         return StubReply(content="Let me think about it.")
 
     args = ["--director", "policy", "--sources", "gsm8k", "--limit", "1", "--policy-reask-tokens", "41"]
-    with OpenAIStub(responder=no_action_first) as stub:
+    with OpenAIStub(responder=no_action_first, served_models=["stub-policy"]) as stub:
         policy = ["--policy-url", stub.base_url, "--policy-model", "stub-policy", "--out", str(workspace / "r")]
         assert main(base_args(workspace, *args, *policy)) == 0
         bodies = [r.body for r in stub.chat_requests]

@@ -65,7 +65,7 @@ def played(tmp_path: Path) -> Path:
 
 
 def run_policy(workspace: Path, *extra: str, port: int = 0) -> tuple[int, list[dict[str, Any]]]:
-    with OpenAIStub(responder=one_custom_then_finish, port=port) as stub:
+    with OpenAIStub(responder=one_custom_then_finish, served_models=["trained"], port=port) as stub:
         args = ["--director", "policy", "--sources", "gsm8k", "--limit", "1", "--policy-url", stub.base_url]
         code = main(base_args(workspace, *args, "--policy-model", "trained", *extra))
         return code, [request.body for request in stub.chat_requests if request.body.get("model") == "trained"]

@@ -30,6 +30,7 @@ IDENTITY_FIELDS = (
     "mcp_url",
     "policy_url",
     "policy_model",
+    "policy_weights",
     "policy_play",
     "seed",
     "replay",
@@ -39,7 +40,15 @@ IDENTITY_FIELDS = (
 # be known (`_NOT_RECORDED`: journals written before the engine settings were), is not compared.
 # Within `policy_play`, a field added since reads as PolicyPlay's default (`recorded_identity`).
 _NOT_RECORDED = object()
-_IDENTITY_DEFAULTS: dict[str, Any] = {"workflow_digests": {}, "engine": _NOT_RECORDED, "policy_play": None}
+_IDENTITY_DEFAULTS: dict[str, Any] = {
+    "workflow_digests": {},
+    "engine": _NOT_RECORDED,
+    "policy_play": None,
+    "policy_weights": _NOT_RECORDED,
+}
+
+# None here means "could not be asked" (the policy server was down when the run started), not a value.
+_COMPARED_WHEN_KNOWN = ("policy_weights",)
 
 ItemKey = tuple[str, str, str]  # (director, source, problem_id)
 
@@ -61,6 +70,9 @@ def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[s
     journal = {name: recorded.get(name, _IDENTITY_DEFAULTS.get(name)) for name in IDENTITY_FIELDS}
     if isinstance(journal["policy_play"], dict):
         journal["policy_play"] = recorded_identity(journal["policy_play"])
+    for name in _COMPARED_WHEN_KNOWN:
+        if journal[name] is None or current[name] is None:
+            journal[name] = _NOT_RECORDED
     return [
         f"{name}: journal {journal[name]!r}, this run {current[name]!r}"
         for name in IDENTITY_FIELDS

@@ -27,6 +27,8 @@ class EvalConfig(BaseModel):
     mcp_url: str | None = None  # None: an in-process server
     policy_url: str | None = None
     policy_model: str | None = None
+    # what the server serves under policy_model (training/evaluate/policy_weights.py); None: unknown or replayed
+    policy_weights: str | None = None
     policy_play: dict[str, Any] | None = None  # --policy-config's rollout settings (PolicyPlay.identity())
     record: str | None = None
     replay: str | None = None
