@@ -140,6 +140,7 @@ def test_write_report_round_trips_json(report: EvalReport, tmp_path: Path) -> No
         "items",
         "paired",
         "pooled",
+        "families",
         "resumed_items",
     }
     assert len(document["items"]) == len(report.items)

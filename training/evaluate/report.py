@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from training.evaluate.family_breakdown import family_rows, family_tables
 from training.evaluate.paired import PairedComparison, paired_comparisons, pooled_comparisons
 from training.evaluate.results import EvalReport, ItemResult
 from training.evaluate.stats import METHOD_DESCRIPTIONS, Interval, IntervalMethod, score_interval
@@ -110,6 +111,7 @@ def report_json(report: EvalReport) -> dict[str, Any]:
         "aggregates": [cell.model_dump(mode="json") for cell in aggregate(report)],
         "paired": [pair.model_dump(mode="json") for pair in paired_comparisons(report.items, report.config.directors)],
         "pooled": [pair.model_dump(mode="json") for pair in pooled_comparisons(report.items, report.config.directors)],
+        "families": [row.model_dump(mode="json") for row in family_rows(report.items)],
         "items": [item.model_dump(mode="json") for item in report.items],
     }
 
@@ -203,6 +205,9 @@ def markdown_report(report: EvalReport) -> str:
         sections.append(
             "### Pooled by task type\n\n" + "\n".join(f"{pair.source}: {paired_text([pair])}" for pair in pooled)
         )
+    families = family_tables(family_rows(report.items))
+    if families:
+        sections.append(families)
     return "\n\n".join(["\n".join(heading), *sections]) + "\n"
 
 
