@@ -225,12 +225,28 @@ def _facts_html(episode: EpisodeView) -> str:
     return f'<dl id="facts">{rows}</dl>'
 
 
+def turns_html(episode: EpisodeView) -> str:
+    """`#turns`: what a policy director sent, turn by turn, and whether the canvas took it (the DSL shows neither
+    a node's inline prompt nor a refused edit). Other directors, and older journals, have no turns: no section."""
+    if not episode.director_turns:
+        return ""
+    items = []
+    for turn in episode.director_turns:
+        taken = bool(turn.get("ok"))
+        items.append(
+            f'<li class="{"accepted" if taken else "refused"}" data-round="{text(turn.get("round", "?"))}">'
+            f'<span class="kind">{text(turn.get("kind", "action"))}</span> <code>{text(turn.get("sent", ""))}</code> '
+            f'<span class="verdict">{"accepted" if taken else "refused"}</span></li>'
+        )
+    return f'<h2>Director\'s turns</h2><ol id="turns">{"".join(items)}</ol>'
+
+
 def episode_page(number: int, episode: EpisodeView) -> str:
     trace = episode.node_traces()
     answer = episode.answer if episode.answer is not None else "(no answer)"
     body = (
         f"<main><h1>Episode {number}: {text(episode.director)} on {text(episode.problem_id)}</h1>"
-        f'<p><a href="../">all episodes</a></p>{_facts_html(episode)}{score_html(episode)}'
+        f'<p><a href="../">all episodes</a></p>{_facts_html(episode)}{score_html(episode)}{turns_html(episode)}'
         f'<h2>Workflow</h2>{graph_html(episode.dsl, trace)}<pre id="dsl">{text(episode.dsl)}</pre>'
         f"<h2>Trace of the final run</h2>{episode_trace(trace)}"
         f'<h2>Answer</h2><pre id="answer">{text(answer)}</pre></main>'

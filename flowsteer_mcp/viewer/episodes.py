@@ -68,6 +68,7 @@ class EpisodeView(BaseModel):
     wall_s: float = 0.0
     error: str | None = None
     trace: list[dict[str, Any]] = Field(default_factory=list)
+    director_turns: list[dict[str, Any]] = Field(default_factory=list)  # a policy director's turns, as sent
 
     @property
     def result(self) -> str:

@@ -64,6 +64,10 @@ HOSTILE_ITEM = item(
         "reason": f"assert candidate(7) == {HIDDEN}",
     },
     dsl="Custom -> Programmer",
+    director_turns=[
+        {"round": 1, "kind": "action", "sent": "<action>add</action><operator>ScEnsemble</operator>", "ok": False},
+        {"round": 2, "kind": "action", "sent": f"<action>add</action><prompt>{HOSTILE}</prompt>", "ok": True},
+    ],
     trace=[
         {"node_id": "node_1", "operator": "Custom", "ok": True, "output": "<b>plan</b>"},
         {"node_id": "node_2", "operator": "Programmer", "ok": False, "error": "<img src=x onerror=alert(1)>"},
@@ -255,3 +259,11 @@ def test_view_refuses_a_public_bind_without_token(
     assert main(["view", str(run_dir), "--host", "0.0.0.0"]) == 2
     captured = capsys.readouterr()
     assert "Refusing to listen on 0.0.0.0" in captured.err and "episodes:" not in captured.out
+
+
+def test_a_policy_directors_turns_show_what_it_sent_and_what_the_canvas_refused(client: TestClient) -> None:
+    page = client.get("/episode/2").text
+    turns = page[page.index('<ol id="turns">') : page.index("</ol>", page.index('<ol id="turns">'))]
+    assert re.findall(r'<li class="(\w+)" data-round="(\d+)">', turns) == [("refused", "1"), ("accepted", "2")]
+    assert "&lt;operator&gt;ScEnsemble&lt;/operator&gt;" in turns and HOSTILE not in turns
+    assert 'id="turns"' not in client.get("/episode/1").text  # direct sends no turns: no section
