@@ -34,7 +34,7 @@ def item(director: str, pid: str, correct: bool, graph: dict[str, Any] | None = 
     )
 
 
-def test_families_split_the_directors_episodes_and_count_direct_on_the_same_problems() -> None:
+def test_families_split_the_directors_episodes_and_count_the_baseline_on_the_same_problems() -> None:
     items = [
         item("direct", "p1", True),
         item("direct", "p2", True),
@@ -43,17 +43,28 @@ def test_families_split_the_directors_episodes_and_count_direct_on_the_same_prob
         item("policy", "p2", True, stats("Custom{4} -> ScEnsemble")),
         item("policy", "p3", True, stats("Custom")),
     ]
-    rows = {row.family: row for row in family_rows(items)}
-    assert {row.director for row in rows.values()} == {"policy"}  # direct builds no workflow on the canvas
+    rows = {row.family: row for row in family_rows(items, ["direct", "policy"])}
+    assert {(row.director, row.baseline) for row in rows.values()} == {("policy", "direct")}
     assert (rows["vote"].episodes, rows["vote"].solved, rows["vote"].baseline_solved) == (2, 1, 2)
     assert (rows["instructed"].episodes, rows["instructed"].solved, rows["instructed"].baseline_solved) == (1, 0, 1)
     assert (rows["single_call"].episodes, rows["single_call"].solved, rows["single_call"].baseline_solved) == (1, 1, 0)
     assert "program_of_thought" not in rows  # families without members get no row
-    table = family_tables(family_rows(items))
+    table = family_tables(family_rows(items, ["direct", "policy"]))
     assert "#### policy on gsm8k" in table and "| instructed | 1 | 0 | 1 |" in table
+    assert "direct solved, same problems" in table
+
+
+def test_the_baseline_is_the_runs_first_director_as_in_the_paired_comparisons() -> None:
+    items = [
+        item("template:direct-sc8", "p1", True, stats("Custom{8} -> ScEnsemble")),
+        item("policy", "p1", False, stats("Custom")),
+    ]
+    rows = family_rows(items, ["direct", "template:direct-sc8", "policy"])  # direct did not run
+    assert {(row.director, row.baseline, row.baseline_solved) for row in rows} == {("policy", "template:direct-sc8", 1)}
+    assert "template:direct-sc8 solved, same problems" in family_tables(rows)
 
 
 def test_without_direct_or_without_stats_the_breakdown_says_so() -> None:
-    rows = family_rows([item("policy", "p1", True, stats("Custom"))])
+    rows = family_rows([item("direct", "p2", True), item("policy", "p1", True, stats("Custom"))], ["direct", "policy"])
     assert rows[0].baseline_solved is None and "| n/a |" in family_tables(rows)
-    assert family_rows([item("direct", "p1", True)]) == [] and family_tables([]) == ""
+    assert family_rows([item("direct", "p1", True)], ["direct"]) == [] and family_tables([]) == ""

@@ -1,8 +1,9 @@
-"""Which kinds of workflow a canvas director built on each dataset, and how each kind fared against `direct`.
+"""Which kinds of workflow a canvas director built on each dataset, and how each kind fared against the baseline.
 
-Why: a director's score says whether it lost to `direct`, not which of its habits lost. The families of
-training (`training/train/families.py`, read from each item's final graph stats) split its episodes, and on the
-same problems `direct`'s score says whether a family helps or hurts. Families overlap, so the rows do not add up.
+Why: a director's score says whether it lost to the baseline (the run's first director, as in the paired
+comparisons, usually `direct`), not which of its habits lost. The families of training (`training/train/families.py`,
+read from each item's final graph stats) split its episodes, and on the same problems the baseline's score says
+whether a family helps or hurts. Families overlap, so the rows do not add up.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from pydantic import BaseModel, ConfigDict
 
 from training.evaluate.results import ItemResult
 from training.train.families import FAMILY_NAMES, families_of
-
-BASELINE = "direct"
 
 
 class FamilyRow(BaseModel):
@@ -27,15 +26,19 @@ class FamilyRow(BaseModel):
     family: str
     episodes: int
     solved: int
-    baseline_solved: int | None  # `direct` on the same problems; None when direct did not run on all of them
+    baseline: str
+    baseline_solved: int | None  # the baseline on the same problems; None when it did not run on all of them
 
 
-def family_rows(items: Sequence[ItemResult]) -> list[FamilyRow]:
-    """Rows for every director whose items carry graph stats (journals written before stats were kept: none)."""
-    baseline = {(item.source, item.problem_id): item.correct for item in items if item.director == BASELINE}
+def family_rows(items: Sequence[ItemResult], directors: Sequence[str]) -> list[FamilyRow]:
+    """Rows for every director but the baseline (the first of `directors` that ran) whose items carry graph stats
+    (journals written before stats were kept: none)."""
+    ran = {item.director for item in items}
+    baseline_name = next((name for name in directors if name in ran), "")
+    baseline = {(item.source, item.problem_id): item.correct for item in items if item.director == baseline_name}
     groups: dict[tuple[str, str], list[ItemResult]] = {}
     for item in items:
-        if item.stats:
+        if item.stats and item.director != baseline_name:
             groups.setdefault((item.director, item.source), []).append(item)
     rows = []
     for (director, source), group in groups.items():
@@ -52,6 +55,7 @@ def family_rows(items: Sequence[ItemResult]) -> list[FamilyRow]:
                     family=family,
                     episodes=len(members),
                     solved=sum(item.correct for item in members),
+                    baseline=baseline_name,
                     baseline_solved=sum(baseline[key] for key in keys) if all(k in baseline for k in keys) else None,
                 )
             )
@@ -68,7 +72,7 @@ def family_tables(rows: Sequence[FamilyRow]) -> str:
         lines = [
             f"#### {director} on {source}",
             "",
-            f"| family | episodes | solved | {BASELINE} solved, same problems |",
+            f"| family | episodes | solved | {group[0].baseline or 'baseline'} solved, same problems |",
             "|---|---:|---:|---:|",
         ]
         for row in group:
@@ -79,6 +83,7 @@ def family_tables(rows: Sequence[FamilyRow]) -> str:
         return ""
     intro = (
         "### Workflow families\n\nThe kinds of workflow each canvas director built (training/train/families.py; "
-        "they overlap), and how `direct` did on the same problems."
+        "they overlap), and how the run's first director, the baseline of the paired comparisons, did on the same "
+        "problems."
     )
     return "\n\n".join([intro, *parts])

@@ -111,7 +111,7 @@ def report_json(report: EvalReport) -> dict[str, Any]:
         "aggregates": [cell.model_dump(mode="json") for cell in aggregate(report)],
         "paired": [pair.model_dump(mode="json") for pair in paired_comparisons(report.items, report.config.directors)],
         "pooled": [pair.model_dump(mode="json") for pair in pooled_comparisons(report.items, report.config.directors)],
-        "families": [row.model_dump(mode="json") for row in family_rows(report.items)],
+        "families": [row.model_dump(mode="json") for row in family_rows(report.items, report.config.directors)],
         "items": [item.model_dump(mode="json") for item in report.items],
     }
 
@@ -205,7 +205,7 @@ def markdown_report(report: EvalReport) -> str:
         sections.append(
             "### Pooled by task type\n\n" + "\n".join(f"{pair.source}: {paired_text([pair])}" for pair in pooled)
         )
-    families = family_tables(family_rows(report.items))
+    families = family_tables(family_rows(report.items, config.directors))
     if families:
         sections.append(families)
     return "\n\n".join(["\n".join(heading), *sections]) + "\n"
