@@ -1,10 +1,12 @@
 """The single direct call: how a task is put to an executor that answers it alone, with no workflow.
 
 Why it lives with the operators: it is both the `direct` baseline and the first step of a workflow. A solver
-node that starts a workflow with no instruction of its own (`fresh_start`) asks exactly this, with no system
-message of ours, so a one-solver workflow's greedy draw *is* the direct answer and sampling adds candidates
-around it instead of replacing it with a weaker framing (issue #10: greedy workflow steps under the workflow
-framing scored 10-13 points below this call on HumanEval and GSM8K).
+node that starts a workflow (`fresh_start`) asks exactly this, with no system message of ours, so a one-solver
+workflow's greedy draw *is* the direct answer and sampling adds candidates around it instead of replacing it
+with a weaker framing (issue #10: greedy workflow steps under the workflow framing scored 10-13 points below this
+call on HumanEval and GSM8K). The node's own prompt, if it has one, is added to this call rather than replacing
+it (issue #12: the library's "Reason step by step and state the final number." as the whole job solved 5 of 30
+GSM8K problems where the bare call solved 9, and trained directors write such prompts into most of their solvers).
 
 The call looks the way the model was trained and evaluated: the instruction in the user turn, no system
 message (the chat template supplies its default, e.g. Qwen's "You are Qwen..."), math answers in `\\boxed{}`
@@ -29,22 +31,28 @@ INSTRUCTIONS: dict[TaskType, str] = {
 }
 
 
-def direct_prompt(problem: str, task_type: TaskType, public_tests: str | None = None) -> str:
+def direct_prompt(
+    problem: str, task_type: TaskType, public_tests: str | None = None, extra_instruction: str | None = None
+) -> str:
     """The only (user) turn. Code: instruction, then the stub and its example tests, as code evaluations ask;
-    otherwise the task, then the instruction (for math, the suffix Qwen's math training used)."""
+    otherwise the task, then the instruction (for math, the suffix Qwen's math training used).
+
+    `extra_instruction` (a workflow node's prompt) goes right after the standard instruction for code and right
+    before it otherwise, so the answer format the scorer reads (`\\boxed{}`, one code block) is never overruled.
+    """
+    extra = f"{extra_instruction.strip()}\n" if extra_instruction and extra_instruction.strip() else ""
     if task_type == "code":
         tests = f"\n\nExample tests:\n{public_tests}" if public_tests and public_tests.strip() else ""
         stub = problem.strip("\n")  # keeps the stub's indentation, drops the blank lines around it
-        return f"{INSTRUCTIONS['code']}\n\n{stub}{tests}"
-    return f"{problem.strip()}\n{INSTRUCTIONS[task_type]}"
+        return f"{INSTRUCTIONS['code']}\n{extra}\n{stub}{tests}"
+    return f"{problem.strip()}\n{extra}{INSTRUCTIONS[task_type]}"
 
 
 def fresh_start(inputs: OperatorInput) -> bool:
-    """True when a solver has nothing but the task: no instruction, and no plan, candidates, solution or feedback
-    from earlier steps. Such a call is the direct call (see the module docstring)."""
+    """True when a solver has nothing from earlier steps: no plan, candidates, solution or feedback. Such a call
+    is the direct call, with the node's own prompt added (see the module docstring)."""
     return not (
-        (inputs.instruction or "").strip()
-        or inputs.guidance
+        inputs.guidance
         or any(c.strip() for c in inputs.candidates)
         or (inputs.solution or "").strip()
         or (inputs.code or "").strip()

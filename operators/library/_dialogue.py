@@ -118,9 +118,10 @@ async def ask_directly(
     *,
     reply_format: str | None,
 ) -> T | Failure:
-    """A fresh-start solver's call: the task put exactly as the `direct` baseline puts it (`direct_call`), with
-    no system message and no reply cap of ours, so its greedy draw is the direct answer."""
-    prompt = direct_prompt(inputs.problem, inputs.task_type, inputs.public_tests)
+    """A fresh-start solver's call: the task put exactly as the `direct` baseline puts it (`direct_call`), the
+    node's prompt added, with no system message and no reply cap of ours, so without a prompt its greedy draw
+    is the direct answer."""
+    prompt = direct_prompt(inputs.problem, inputs.task_type, inputs.public_tests, inputs.instruction)
     uncapped = spec.model_copy(update={"reply_tokens": None})
     return await ask(runtime, uncapped, prompt, accept, reply_format=reply_format, system=None)
 

@@ -50,7 +50,8 @@ _TEXT_REPLY_FORMAT = "Answer in plain text and end with the final answer on its 
 
 
 class Custom(Operator):
-    """The node's instruction is the job; without one, Custom solves the problem in words."""
+    """First in a workflow, Custom asks the direct call with the node's instruction added; after earlier steps the
+    instruction is the job (without one, Custom solves the problem in words from what came before)."""
 
     spec = BUILTIN_SPECS["Custom"]
     output_model = CustomOutput
@@ -87,7 +88,8 @@ class Custom(Operator):
         )
 
     async def _run_directly(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CustomOutput:
-        """Nothing but the task: the direct call, so the node's greedy draw is the direct answer."""
+        """Nothing from earlier steps: the direct call (the node's instruction added), so without an instruction the
+        node's greedy draw is the direct answer."""
         if inputs.task_type == "code":
             accept = accept_program(CustomOutput, inputs)
             reply_format = code_reply_format(inputs.entry_point)
@@ -230,7 +232,7 @@ class Programmer(Operator):
                 note=f"program-of-thought: {how} value {_preview(value)}",
             )
 
-        if is_code and fresh_start(inputs):  # the direct call; program-of-thought has no direct counterpart
+        if is_code and fresh_start(inputs):  # the direct call (+ prompt); program-of-thought has no direct form
             result = await ask_directly(runtime, self.spec, inputs, accept, reply_format=reply_format)
         else:
             prompt = compose_prompt(

@@ -6,7 +6,7 @@ import pytest
 
 from operators.backends.scripted import ScriptedBackend
 from operators.base import Operator, OperatorInput, OperatorRuntime, TaskType
-from operators.direct_call import direct_prompt, fresh_start, with_task_imports
+from operators.direct_call import INSTRUCTIONS, direct_prompt, fresh_start, with_task_imports
 from operators.library import Custom, Programmer
 from operators.prompting import SYSTEM_PROMPT
 
@@ -22,7 +22,6 @@ def _code_task(**update: object) -> OperatorInput:
 @pytest.mark.parametrize(
     "update",
     [
-        {"instruction": "Be brief."},
         {"guidance": ["a plan"]},
         {"candidates": ["7"]},
         {"solution": "7"},
@@ -30,9 +29,9 @@ def _code_task(**update: object) -> OperatorInput:
         {"feedback": "wrong"},
     ],
 )
-def test_any_instruction_or_earlier_step_ends_the_fresh_start(update: dict[str, object]) -> None:
+def test_any_earlier_step_ends_the_fresh_start(update: dict[str, object]) -> None:
     assert fresh_start(OperatorInput(problem="3+4?"))
-    assert fresh_start(OperatorInput(problem="3+4?", instruction="  ", candidates=[" "]))
+    assert fresh_start(OperatorInput(problem="3+4?", instruction="Be brief.", candidates=[" "]))
     assert not fresh_start(OperatorInput(problem="3+4?").model_copy(update=update))
 
 
@@ -73,11 +72,42 @@ async def test_a_reask_keeps_the_direct_form() -> None:
     assert [m.role for m in backend.requests[1].messages] == ["user", "assistant", "user"]
 
 
+@pytest.mark.parametrize(
+    ("operator", "task", "reply"),
+    [
+        (Custom, OperatorInput(problem="What is 3+4?", task_type="math"), "\\boxed{7}"),
+        (Custom, OperatorInput(problem="Capital of Norway?", task_type="qa"), "Oslo"),
+        (Custom, _code_task(), PROGRAM),
+        (Programmer, _code_task(), PROGRAM),
+    ],
+)
+async def test_a_first_solvers_prompt_is_added_to_the_direct_call(
+    operator: type[Operator], task: OperatorInput, reply: str
+) -> None:
+    backend = ScriptedBackend([reply])
+    prompted = task.model_copy(update={"instruction": "  Check the units.  "})
+    output = await operator().run(prompted, OperatorRuntime(llm=backend))
+    assert output.ok, output.error
+    [(role, content)] = [(m.role, m.content) for m in backend.requests[0].messages]
+    assert role == "user"  # no system message of ours: the direct call's form
+    assert content == direct_prompt(task.problem, task.task_type, task.public_tests, "Check the units.")
+    assert "Check the units.\n" in content
+
+
+def test_the_added_prompt_never_follows_the_answer_format() -> None:
+    math = direct_prompt("What is 3+4?", "math", extra_instruction="Answer in words.")
+    assert math == "What is 3+4?\nAnswer in words.\n" + INSTRUCTIONS["math"]
+    code = direct_prompt(STUB, "code", extra_instruction="Use a loop.")
+    assert code.startswith(INSTRUCTIONS["code"] + "\nUse a loop.\n\n" + STUB.strip("\n"))
+    assert direct_prompt(STUB, "code", extra_instruction="   ") == direct_prompt(STUB, "code")
+
+
 @pytest.mark.parametrize("task_type", ["math", "qa"])
-async def test_an_instruction_keeps_the_workflow_framing(task_type: TaskType) -> None:
+async def test_after_earlier_steps_the_prompt_is_the_job(task_type: TaskType) -> None:
     backend = ScriptedBackend(["7"])
     await Custom().run(
-        OperatorInput(problem="3+4?", task_type=task_type, instruction="Be brief."), OperatorRuntime(llm=backend)
+        OperatorInput(problem="3+4?", task_type=task_type, instruction="Be brief.", candidates=["6", "7"]),
+        OperatorRuntime(llm=backend),
     )
     system, user = backend.requests[0].messages
     assert (system.role, system.content) == ("system", SYSTEM_PROMPT)

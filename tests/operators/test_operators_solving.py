@@ -125,21 +125,21 @@ async def test_programmer_code_task_loads_the_function() -> None:
     assert "ModuleNotFoundError" in backend.prompts[1] or "nonexistent_module_xyz" in backend.prompts[1]
 
 
-@pytest.mark.parametrize("instruction", [None, "Handle the empty string."])
+@pytest.mark.parametrize("feedback", [None, "The last attempt returned None."])
 @pytest.mark.parametrize("operator", [Programmer, Custom])
 async def test_code_solvers_see_the_example_tests_that_direct_sees(
-    operator: type[Programmer] | type[Custom], instruction: str | None
+    operator: type[Programmer] | type[Custom], feedback: str | None
 ) -> None:
-    """A workflow step must not know less than one direct call: the visible tests fix the output form. Without
-    an instruction the step is the direct call itself; with one, the tests are a section of the step's prompt."""
+    """A workflow step must not know less than one direct call: the visible tests fix the output form. First in
+    a workflow the step is the direct call itself; after earlier steps, the tests are a section of its prompt."""
     backend = ScriptedBackend([_py('def check(s):\n    return "Valid"')])
     tests = 'assert check("abba") == "Valid"'
     inputs = OperatorInput(
-        problem="Check the ends.", task_type="code", entry_point="check", public_tests=tests, instruction=instruction
+        problem="Check the ends.", task_type="code", entry_point="check", public_tests=tests, feedback=feedback
     )
     output = await operator().run(inputs, _runtime(backend))
     assert output.ok, output.error
-    heading = "## Example tests\n" if instruction else "Example tests:\n"
+    heading = "## Example tests\n" if feedback else "Example tests:\n"
     assert heading + tests in backend.prompts[0]
 
 
