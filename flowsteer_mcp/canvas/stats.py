@@ -27,8 +27,8 @@ class GraphStats(BaseModel):
     # Sampling is a workflow family of its own (draw k, then select), which the operator names alone cannot show.
     max_samples: int = 1  # the largest `samples` of any operator node
     sampled_nodes: int = 0  # operator nodes drawn more than once
-    # A solver with a node prompt runs that instruction (for Custom the prompt is the whole job); without one, a
-    # solver that starts the workflow makes the direct call where it has one. Instructed solvers are a family too.
+    # A solver that starts the workflow makes the direct call where it has one, with its node prompt added; after
+    # earlier steps the prompt is its job. Instructed solvers are a family, since a policy writes prompts inline.
     prompted_solvers: int = 0  # solving-category nodes with a non-blank prompt
 
     @property

@@ -83,7 +83,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("revision", "a Revise or Review stage", lambda s: bool(s.operators & REVISERS)),
     Family(
         "instructed",
-        "a solver runs on a written instruction, not on the task alone (the direct call)",
+        "a solver has a written instruction (first in a workflow, added to the direct call)",
         lambda s: s.prompted_solvers > 0,
     ),
     Family("structured", "any structure (parallel, conditional, loop, ...)", lambda s: bool(s.structures)),
