@@ -7,6 +7,9 @@ with a weaker framing (issue #10: greedy workflow steps under the workflow frami
 call on HumanEval and GSM8K). The node's own prompt, if it has one, is added to this call rather than replacing
 it (issue #12: the library's "Reason step by step and state the final number." as the whole job solved 5 of 30
 GSM8K problems where the bare call solved 9, and trained directors write such prompts into most of their solvers).
+Code is the exception: a prompted code solver keeps the workflow framing, because its draws feed selection by
+execution, and a trained director's sampled code candidates passed the public tests less often under the direct
+form (MBPP and HumanEval items 1-50: 37 of 59 selections against 46 of 58; `docs/runs/cpu-warmstart`, section 18).
 
 The call looks the way the model was trained and evaluated: the instruction in the user turn, no system
 message (the chat template supplies its default, e.g. Qwen's "You are Qwen..."), math answers in `\\boxed{}`
@@ -20,7 +23,7 @@ import re
 
 from operators.base import OperatorInput, TaskType
 
-__all__ = ["INSTRUCTIONS", "direct_prompt", "fresh_start", "with_task_imports"]
+__all__ = ["INSTRUCTIONS", "asks_directly", "direct_prompt", "fresh_start", "with_task_imports"]
 
 INSTRUCTIONS: dict[TaskType, str] = {
     "math": "Please reason step by step, and put your final answer within \\boxed{}.",
@@ -58,6 +61,12 @@ def fresh_start(inputs: OperatorInput) -> bool:
         or (inputs.code or "").strip()
         or (inputs.feedback or "").strip()
     )
+
+
+def asks_directly(inputs: OperatorInput) -> bool:
+    """True when a solver sends the direct call: nothing from earlier steps, and for code no prompt either."""
+    prompted = bool((inputs.instruction or "").strip())
+    return fresh_start(inputs) and not (prompted and inputs.task_type == "code")
 
 
 _IMPORT_LINE = re.compile(r"^(?:from\s+\S+\s+import\s+.+|import\s+.+)$")

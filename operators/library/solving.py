@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
-from operators.direct_call import fresh_start, with_task_imports
+from operators.direct_call import asks_directly, with_task_imports
 from operators.library._dialogue import (
     Failure,
     accept_program,
@@ -50,14 +50,14 @@ _TEXT_REPLY_FORMAT = "Answer in plain text and end with the final answer on its 
 
 
 class Custom(Operator):
-    """First in a workflow, Custom asks the direct call with the node's instruction added; after earlier steps the
-    instruction is the job (without one, Custom solves the problem in words from what came before)."""
+    """First in a workflow, Custom asks the direct call with the node's instruction added (code: only without an
+    instruction); otherwise the instruction is the job (without one, Custom solves in words from what came before)."""
 
     spec = BUILTIN_SPECS["Custom"]
     output_model = CustomOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CustomOutput:
-        if fresh_start(inputs):
+        if asks_directly(inputs):
             return await self._run_directly(inputs, runtime)
         instruction = (inputs.instruction or "").strip()
         job = (
@@ -232,7 +232,7 @@ class Programmer(Operator):
                 note=f"program-of-thought: {how} value {_preview(value)}",
             )
 
-        if is_code and fresh_start(inputs):  # the direct call (+ prompt); program-of-thought has no direct form
+        if is_code and asks_directly(inputs):  # the direct call; program-of-thought has no direct form
             result = await ask_directly(runtime, self.spec, inputs, accept, reply_format=reply_format)
         else:
             prompt = compose_prompt(

@@ -75,18 +75,33 @@ async def test_a_reask_keeps_the_direct_form() -> None:
     assert [m.role for m in backend.requests[1].messages] == ["user", "assistant", "user"]
 
 
-@FIRST_SOLVERS
-async def test_a_first_solvers_prompt_is_added_to_the_direct_call(
-    operator: type[Operator], task: OperatorInput, reply: str
-) -> None:
+@pytest.mark.parametrize(
+    ("task", "reply"),
+    [
+        (OperatorInput(problem="What is 3+4?", task_type="math"), "\\boxed{7}"),
+        (OperatorInput(problem="Capital of Norway?", task_type="qa"), "Oslo"),
+    ],
+)
+async def test_a_first_solvers_prompt_is_added_to_the_direct_call(task: OperatorInput, reply: str) -> None:
     backend = ScriptedBackend([reply])
     prompted = task.model_copy(update={"instruction": "  Check the units.  "})
-    output = await operator().run(prompted, OperatorRuntime(llm=backend))
+    output = await Custom().run(prompted, OperatorRuntime(llm=backend))
     assert output.ok, output.error
     [(role, content)] = [(m.role, m.content) for m in backend.requests[0].messages]
     assert role == "user"  # no system message of ours: the direct call's form
-    assert content == direct_prompt(task.problem, task.task_type, task.public_tests, "Check the units.")
+    assert content == direct_prompt(task.problem, task.task_type, extra_instruction="Check the units.")
     assert "Check the units.\n" in content
+
+
+@pytest.mark.parametrize("operator", [Custom, Programmer])
+async def test_a_prompted_first_code_solver_keeps_the_workflow_framing(operator: type[Operator]) -> None:
+    """Its draws feed selection by execution, which did better on the framing's candidates (direct_call)."""
+    backend = ScriptedBackend([PROGRAM])
+    output = await operator().run(_code_task(instruction="Use a loop."), OperatorRuntime(llm=backend))
+    assert output.ok, output.error
+    system, user = backend.requests[0].messages
+    assert (system.role, system.content) == ("system", SYSTEM_PROMPT)
+    assert "Use a loop." in user.content
 
 
 def test_the_added_prompt_never_follows_the_answer_format() -> None:
