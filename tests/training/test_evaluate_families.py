@@ -10,6 +10,7 @@ from flowsteer_mcp.canvas.stats import graph_stats
 from flowsteer_mcp.canvas.validate import CanvasRules
 from operators.registry import default_registry
 from training.evaluate.family_breakdown import family_rows, family_tables
+from training.evaluate.paired import paired_comparisons
 from training.evaluate.results import ItemResult
 
 RULES = CanvasRules(default_registry(), CanvasOptions())
@@ -62,6 +63,26 @@ def test_the_baseline_is_the_runs_first_director_as_in_the_paired_comparisons() 
     rows = family_rows(items, ["direct", "template:direct-sc8", "policy"])  # direct did not run
     assert {(row.director, row.baseline, row.baseline_solved) for row in rows} == {("policy", "template:direct-sc8", 1)}
     assert "template:direct-sc8 solved, same problems" in family_tables(rows)
+
+
+def test_the_baseline_is_chosen_per_dataset_like_the_paired_comparisons() -> None:
+    """A director that ran on one dataset only is no baseline on the others, in either section of the report."""
+    items = [
+        item("direct", "p1", True),
+        item("template:direct-sc8", "p1", False, stats("Custom{8} -> ScEnsemble")),
+        item("policy", "p1", True, stats("Custom")),
+        item("template:direct-sc8", "q1", True, stats("Custom{8} -> ScEnsemble")).model_copy(
+            update={"source": "svamp"}
+        ),
+        item("policy", "q1", False, stats("Custom")).model_copy(update={"source": "svamp"}),
+    ]
+    directors = ["direct", "template:direct-sc8", "policy"]
+    baselines = {(row.director, row.source): row.baseline for row in family_rows(items, directors)}
+    paired = {(pair.director, pair.source): pair.baseline for pair in paired_comparisons(items, directors)}
+    assert baselines[("policy", "gsm8k")] == "direct"
+    assert baselines[("policy", "svamp")] == "template:direct-sc8"
+    assert ("template:direct-sc8", "svamp") not in baselines  # the baseline gets no rows of its own
+    assert {key: name for key, name in paired.items() if key in baselines} == baselines
 
 
 def test_without_direct_or_without_stats_the_breakdown_says_so() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from training.evaluate.paired import present_directors
 from training.evaluate.results import ItemResult
 from training.train.families import FAMILY_NAMES, families_of
 
@@ -31,14 +32,18 @@ class FamilyRow(BaseModel):
 
 
 def family_rows(items: Sequence[ItemResult], directors: Sequence[str]) -> list[FamilyRow]:
-    """Rows for every director but the baseline (the first of `directors` that ran) whose items carry graph stats
-    (journals written before stats were kept: none)."""
-    ran = {item.director for item in items}
-    baseline_name = next((name for name in directors if name in ran), "")
-    baseline = {(item.source, item.problem_id): item.correct for item in items if item.director == baseline_name}
+    """Rows for every director but the baseline (per dataset, the first of `directors` that ran there, as in the
+    paired comparisons) whose items carry graph stats (journals written before stats were kept: none)."""
+    by_source: dict[str, list[ItemResult]] = {}
+    for item in items:
+        by_source.setdefault(item.source, []).append(item)
+    baselines = {source: next(iter(present_directors(group, directors)), "") for source, group in by_source.items()}
+    baseline = {
+        (item.source, item.problem_id): item.correct for item in items if item.director == baselines[item.source]
+    }
     groups: dict[tuple[str, str], list[ItemResult]] = {}
     for item in items:
-        if item.stats and item.director != baseline_name:
+        if item.stats and item.director != baselines[item.source]:
             groups.setdefault((item.director, item.source), []).append(item)
     rows = []
     for (director, source), group in groups.items():
@@ -55,7 +60,7 @@ def family_rows(items: Sequence[ItemResult], directors: Sequence[str]) -> list[F
                     family=family,
                     episodes=len(members),
                     solved=sum(item.correct for item in members),
-                    baseline=baseline_name,
+                    baseline=baselines[source],
                     baseline_solved=sum(baseline[key] for key in keys) if all(k in baseline for k in keys) else None,
                 )
             )

@@ -41,12 +41,18 @@ def mcnemar_exact(better: int, worse: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def present_directors(items: Sequence[ItemResult], directors: Sequence[str]) -> list[str]:
+    """The run's directors that have items here, in run order: the first is the baseline of the comparisons."""
+    ran = {item.director for item in items}
+    return [name for name in directors if name in ran]
+
+
 def _compare(label: str, items: Sequence[ItemResult], directors: Sequence[str]) -> list[PairedComparison]:
     """Every director after the first present one against it, on the problems both ran, labelled `label`."""
     correct: dict[str, dict[str, bool]] = {}  # director -> problem id -> strictly correct
     for item in items:
         correct.setdefault(item.director, {})[item.problem_id] = item.correct
-    present = [name for name in directors if name in correct]
+    present = present_directors(items, directors)
     if len(present) < 2:
         return []
     baseline, *others = present
