@@ -19,17 +19,6 @@ def _code_task(**update: object) -> OperatorInput:
     return task.model_copy(update=update)
 
 
-FIRST_SOLVERS = pytest.mark.parametrize(
-    ("operator", "task", "reply"),
-    [
-        (Custom, OperatorInput(problem="What is 3+4?", task_type="math"), "3+4 = 7, so \\boxed{7}"),
-        (Custom, OperatorInput(problem="Capital of Norway?", task_type="qa"), "Oslo"),
-        (Custom, _code_task(), PROGRAM),
-        (Programmer, _code_task(), PROGRAM),
-    ],
-)
-
-
 @pytest.mark.parametrize(
     "update",
     [
@@ -46,7 +35,15 @@ def test_any_earlier_step_ends_the_fresh_start(update: dict[str, object]) -> Non
     assert not fresh_start(OperatorInput(problem="3+4?").model_copy(update=update))
 
 
-@FIRST_SOLVERS
+@pytest.mark.parametrize(
+    ("operator", "task", "reply"),
+    [
+        (Custom, OperatorInput(problem="What is 3+4?", task_type="math"), "3+4 = 7, so \\boxed{7}"),
+        (Custom, OperatorInput(problem="Capital of Norway?", task_type="qa"), "Oslo"),
+        (Custom, _code_task(), PROGRAM),
+        (Programmer, _code_task(), PROGRAM),
+    ],
+)
 async def test_fresh_start_solver_sends_the_direct_call(
     operator: type[Operator], task: OperatorInput, reply: str
 ) -> None:
