@@ -43,6 +43,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -105,6 +115,14 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSONL file or folder (repeatable)",
     )
     data.add_argument("--limit", type=_positive_int, help="at most N problems per source")
+    data.add_argument(
+        "--skip",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="leave out each source's first N problems, e.g. --skip 100 to screen on the training problems "
+        "(the trainer's data.skip_per_source) and keep the dev slices unseen",
+    )
     data.add_argument("--sources", type=_source_list, metavar="A,B", help="keep only these sources, e.g. gsm8k,mbpp")
 
     who = parser.add_argument_group("directors")
@@ -416,7 +434,7 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
 def _load_problems(args: argparse.Namespace) -> list[Problem]:
     from training.data import load_inputs
 
-    problems = load_inputs(args.data, limit=args.limit, sources=args.sources)
+    problems = load_inputs(args.data, limit=args.limit, sources=args.sources, skip=args.skip)
     if not problems:
         wanted = f" with sources {', '.join(args.sources)}" if args.sources else ""
         raise ValueError(f"no problems found in {', '.join(map(str, args.data))}{wanted}")
@@ -526,6 +544,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         data=[str(path) for path in args.data],
         limit=args.limit,
+        skip=args.skip,
         sources=args.sources,
         seed=args.seed,
         executor=f"{type(backend).__name__}:{backend.model}" if backend is not None else None,

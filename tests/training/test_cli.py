@@ -89,6 +89,7 @@ def test_top_level_help_and_missing_command(capsys: pytest.CaptureFixture[str]) 
         (["--director", "template", "--mcp-url", "ftp://x"], "must be an http(s) URL"),
         (["--director", "direct", "--episode-timeout", "-1"], "must be positive"),
         (["--director", "direct", "--sources", ","], "expected comma-separated source names"),
+        (["--director", "direct", "--skip", "-1"], "must be 0 or more"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(
@@ -173,6 +174,13 @@ def comparable(items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         "error",
     )
     return [tuple(item[key] for key in keys) for item in items]
+
+
+def test_skip_leaves_out_each_sources_first_problems(workspace: Path) -> None:
+    out = workspace / "training-items"
+    assert main(base_args(workspace, "--director", "direct", "--skip", "1", "--out", str(out))) == 0
+    assert [item["problem_id"] for item in read_items(out)] == ["toy/2"]  # nq's only problem is its first
+    assert json.loads((out / "report.json").read_text(encoding="utf-8"))["config"]["skip"] == 1
 
 
 def test_eval_end_to_end_then_replay(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,7 @@ from training.evaluate.results import EvalConfig, ItemResult
 
 JOURNAL_NAME = "items.jsonl"
 JOURNAL_FORMAT = 1
-# The config fields an item's result depends on; the others (concurrency, limit, data paths) only choose
+# The config fields an item's result depends on; the others (concurrency, limit, skip, data paths) only choose
 # which items run, so they may change between a run and its resumption.
 IDENTITY_FIELDS = (
     "executor",
