@@ -89,7 +89,7 @@ def test_top_level_help_and_missing_command(capsys: pytest.CaptureFixture[str]) 
         (["--director", "template", "--mcp-url", "ftp://x"], "must be an http(s) URL"),
         (["--director", "direct", "--episode-timeout", "-1"], "must be positive"),
         (["--director", "direct", "--sources", ","], "expected comma-separated source names"),
-        (["--director", "direct", "--skip", "-1"], "must be 0 or more"),
+        (["--director", "direct", "--skip", "-1"], "must be at least 0"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(
