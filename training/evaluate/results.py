@@ -19,7 +19,7 @@ class EvalConfig(BaseModel):
     concurrency: int = Field(ge=1)
     data: list[str] = Field(default_factory=list)
     limit: int | None = None
-    skip: int = 0  # each source's first N problems left out (--skip)
+    skip: int = Field(default=0, ge=0)  # each source's first N problems left out (--skip)
     sources: list[str] | None = None
     seed: int | None = None
     executor: str | None = None  # the executor model's identity (backend cache key), never a secret
