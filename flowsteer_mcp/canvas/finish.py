@@ -2,6 +2,11 @@
 
 The gate judges the workflow, not how its last run went: a degraded run (the last stage failed, an earlier
 stage's solution is the answer) finishes like an ok one, and its answer is what gets recorded and scored.
+
+Two parts, because only one needs a run: the structural verdict (`structural_violations`: operators, structure,
+roles, a code task's runners) is read off the graph, so a finish that fails it is refused before anything
+executes; only the output rule (`output_violations`: a verbose answer needs a Format stage) looks at what the
+workflow produced, so it is checked after the run that finish makes.
 """
 
 from __future__ import annotations
@@ -49,7 +54,16 @@ def finish_violations(
     *,
     registry: OperatorRegistry,
 ) -> list[Violation]:
-    """All unmet constraints, most fundamental first; an empty list means finish is accepted.
+    """All unmet constraints, most fundamental first; an empty list means finish is accepted."""
+    return structural_violations(policy, stats, task, registry=registry) + output_violations(
+        policy, stats, task, last_output
+    )
+
+
+def structural_violations(
+    policy: FinishPolicy, stats: GraphStats, task: TaskSpec, *, registry: OperatorRegistry
+) -> list[Violation]:
+    """The unmet constraints that the graph alone decides (no run needed), most fundamental first.
 
     Solvers, checkers and the code task's runners are found by what the registry's specs declare, so a plug-in
     that declares the role or capability satisfies the gate like a built-in."""
@@ -90,6 +104,14 @@ def finish_violations(
                     message=f"This code task has tests: the workflow needs {' and '.join(missing)}.",
                 )
             )
+    return found
+
+
+def output_violations(
+    policy: FinishPolicy, stats: GraphStats, task: TaskSpec, last_output: str | None
+) -> list[Violation]:
+    """The unmet constraints that depend on what the workflow's run produced."""
+    found: list[Violation] = []
     if (
         policy.verbose_output_requires_format
         and not has_formatter(stats)

@@ -47,7 +47,7 @@ from flowsteer_mcp.canvas.dsl import render
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.execution import ExecutionReport, NoExecutor, ProgressCallback, WorkflowExecutor
 from flowsteer_mcp.canvas.feedback import render_feedback
-from flowsteer_mcp.canvas.finish import finish_violations
+from flowsteer_mcp.canvas.finish import finish_violations, output_violations, structural_violations
 from flowsteer_mcp.canvas.hints import Hint, advise
 from flowsteer_mcp.canvas.model import OperatorNode, Stage, WorkflowGraph, children
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
@@ -425,14 +425,15 @@ class Canvas:
     ) -> StepResult:
         if source == "tool":
             self.state.rounds_used += 1
-        if self.state.last_execution is None and not self.state.graph.is_empty:
-            await self._execute(progress)
+        policy, stats, task = self.state.options.finish_policy(), self.stats(), self.state.task
+        # The structural verdict needs no run: a workflow that fails it is refused before anything executes.
+        violations = structural_violations(policy, stats, task, registry=self.registry)
+        if not violations:
+            if self.state.last_execution is None and not self.state.graph.is_empty:
+                await self._execute(progress)
+            report = self.state.last_execution
+            violations = output_violations(policy, stats, task, report.output if report else None)
         report = self.state.last_execution
-        stats = self.stats()
-        output = report.output if report else None
-        violations = finish_violations(
-            self.state.options.finish_policy(), stats, self.state.task, output, registry=self.registry
-        )
         label = text or ("finish" + (f" answer={answer!r}" if answer else ""))
         if violations:
             message = "Finish rejected: " + " ".join(v.message for v in violations)

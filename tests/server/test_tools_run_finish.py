@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from mcp.types import TextContent
 
@@ -328,6 +329,32 @@ async def test_finish_runs_the_workflow_when_it_has_not_run(tools: ToolCaller, e
     done = await tools.ok("finish", workflow_id=workflow_id)
     assert executor.dsls == ["Custom"]
     assert done["final_answer"] == "Custom"
+
+
+async def test_a_structurally_rejected_finish_runs_nothing(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+    """The gate's structural verdict needs no execution: refused at once, however long the workflow would run."""
+    executor.hold_s = 30.0  # a run would make this test time out
+    workflow_id = await tools.create(options={"execute_each_step": False})  # the paper gate: >= 5 operators
+    await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
+    with anyio.fail_after(5):
+        step = await tools.ok("finish", workflow_id=workflow_id)
+    assert step["ok"] is False and step["error_code"] == "finish_rejected"
+    assert "at least 5 are required" in step["message"]
+    assert executor.calls == [] and step["execution"] is None
+
+
+async def test_the_output_rule_is_checked_after_the_run_that_finish_makes(
+    tools: ToolCaller, executor: ScriptedExecutor
+) -> None:
+    executor.answer = answer("The answer is 391.\nBecause 17 * 23 = 391.")
+    workflow_id = await tools.create(options={"execute_each_step": False})
+    for operator in ("Plan", "Custom", "Verify", "Revise"):
+        await tools.ok("add_operator", workflow_id=workflow_id, operator=operator)
+    await tools.ok("add_structure", workflow_id=workflow_id, structure="loop", operators=["Review"], count=2)
+    assert executor.calls == []
+    step = await tools.ok("finish", workflow_id=workflow_id)
+    assert len(executor.calls) == 1, "the structure passed, so finish ran the workflow to judge its output"
+    assert step["ok"] is False and "The final output is verbose" in step["message"]
 
 
 async def test_failed_final_run_gives_no_answer(tools: ToolCaller, executor: ScriptedExecutor) -> None:
