@@ -1,23 +1,29 @@
 """The workbench: all live workflows of a server, with per-workflow locks, limits and expiry.
 
-Operations on one workflow are serialised by its lock; different workflows proceed concurrently. A caller
+Writes to one workflow are serialised by its lock; different workflows proceed concurrently. A writer
 works on a copy of the state, and the live state is replaced only once the store has accepted the new one:
 memory and store change together or not at all. So what a client saw acknowledged is what a restart (with a
 persistent store) brings back, and a refused write leaves the workflow exactly as it was, still usable.
 
+Reads never wait for the lock: they see the last committed state (records are replaced whole, never mutated),
+so a client can watch a workflow while a step that runs it for minutes holds the lock. After every committed
+change (create, edit, delete, expiry) the workbench tells its listeners (resource subscriptions, the viewer).
+
 Expiry: a workflow unused (neither read nor edited) for `ttl_s` leaves the cache; from a memory store it is
 deleted then. A persistent workflow is deleted once unedited for `persistent_ttl_s` (None keeps it until
-delete_workflow). A workflow in use is never expired under its holder. The lock table holds only workflows
-that some task holds or waits for, so unknown, deleted and expired ids leave nothing behind.
+delete_workflow). A workflow in use (held, awaited or being read) is never expired under its user. The lock
+table holds only workflows that some task holds or waits for, so unknown, deleted and expired ids leave nothing
+behind.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 import anyio
 import structlog
@@ -44,6 +50,17 @@ class WorkbenchFull(FlowSteerError, RuntimeError):
 
 class WorkflowNotSaved(FlowSteerError, RuntimeError):
     """The store refused a new state; the workflow (or the workbench, for a create) is exactly as before."""
+
+
+@dataclass(frozen=True)
+class WorkflowChange:
+    """A committed change of one workflow, as listeners receive it."""
+
+    kind: Literal["created", "updated", "deleted"]
+    workflow_id: str
+
+
+ChangeListener = Callable[[WorkflowChange], Awaitable[None]]
 
 
 @dataclass
@@ -81,6 +98,8 @@ class Workbench:
         self._wall_clock = wall_clock  # stored timestamps (they outlive the process)
         self._live: dict[str, _Entry] = {}
         self._locks: dict[str, _LockSlot] = {}
+        self._readers: dict[str, int] = {}  # workflow id -> reads in progress (they never take the lock)
+        self._listeners: list[ChangeListener] = []
         self._admission = anyio.Lock()  # makes count-then-put in `create` one step, so max_workflows is exact
 
     @property
@@ -104,7 +123,32 @@ class Workbench:
                 del self._locks[workflow_id]
 
     def _in_use(self, workflow_id: str) -> bool:
-        return workflow_id in self._locks
+        return workflow_id in self._locks or workflow_id in self._readers
+
+    @asynccontextmanager
+    async def _reading(self, workflow_id: str) -> AsyncIterator[None]:
+        self._readers[workflow_id] = self._readers.get(workflow_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._readers[workflow_id] - 1
+            if left:
+                self._readers[workflow_id] = left
+            else:
+                del self._readers[workflow_id]
+
+    # ----- change listeners ------------------------------------------------------------------------------
+    def add_listener(self, listener: ChangeListener) -> None:
+        """Call `listener` after every committed change; a failing listener is logged, never the caller's error."""
+        self._listeners.append(listener)
+
+    async def _announce(self, kind: Literal["created", "updated", "deleted"], workflow_id: str) -> None:
+        change = WorkflowChange(kind=kind, workflow_id=workflow_id)
+        for listener in list(self._listeners):
+            try:
+                await listener(change)
+            except Exception:
+                log.warning("workflow_listener_failed", workflow_id=workflow_id, kind=kind, exc_info=True)
 
     # ----- operations --------------------------------------------------------------------------------------
     async def create(self, state: CanvasState) -> tuple[str, Canvas]:
@@ -123,31 +167,40 @@ class Workbench:
                 await self._save(record, "The new workflow could not be saved ({reason}); nothing was created.")
                 self._live[workflow_id] = _Entry(record=record, last_used=self._clock())
         log.info("workflow_created", workflow_id=workflow_id, task_type=state.task.task_type)
+        await self._announce("created", workflow_id)
         return workflow_id, Canvas(_working_copy(state), self.registry, self.executor)
 
     @asynccontextmanager
     async def open(self, workflow_id: str, *, write: bool = True) -> AsyncIterator[Canvas]:
-        """Lock a workflow and hand out a canvas on a copy of its state; a writing caller's new state is stored
-        and then made live when the body returns normally (an exception discards it). The canvas is the
-        caller's only inside the block."""
+        """Hand out a canvas on a copy of a workflow's committed state. A writer holds the workflow's lock, and
+        its new state is stored and then made live when the body returns normally (an exception discards it);
+        a reader takes no lock and its changes are never kept. The canvas is the caller's only inside the block."""
+        if not write:
+            async with self._reading(workflow_id):
+                entry = await self._entry(workflow_id)
+                yield Canvas(_working_copy(entry.record.state), self.registry, self.executor)
+            return
         async with self._locked(workflow_id):
             entry = await self._entry(workflow_id)
             canvas = Canvas(_working_copy(entry.record.state), self.registry, self.executor)
             yield canvas
-            if write:
-                record = entry.record.model_copy(update={"state": canvas.state, "updated_at": self._wall_clock()})
-                with anyio.CancelScope(shield=True):  # a write that started ends with memory and store alike
-                    await self._save(
-                        record,
-                        f"The change to workflow {workflow_id} could not be saved ({{reason}}); nothing changed: "
-                        "the workflow is exactly as before this call and can be used as usual.",
-                    )
-                    entry.record = record
+            record = entry.record.model_copy(update={"state": canvas.state, "updated_at": self._wall_clock()})
+            with anyio.CancelScope(shield=True):  # a write that started ends with memory and store alike
+                await self._save(
+                    record,
+                    f"The change to workflow {workflow_id} could not be saved ({{reason}}); nothing changed: "
+                    "the workflow is exactly as before this call and can be used as usual.",
+                )
+                entry.record = record
+        await self._announce("updated", workflow_id)  # after the lock: a slow listener never delays the next writer
 
     async def delete(self, workflow_id: str) -> bool:
         async with self._locked(workflow_id):
             self._live.pop(workflow_id, None)
-            return await self.store.delete(workflow_id)
+            deleted = await self.store.delete(workflow_id)
+        if deleted:
+            await self._announce("deleted", workflow_id)
+        return deleted
 
     async def list(self) -> list[StoredWorkflow]:
         await self.sweep()
@@ -197,6 +250,7 @@ class Workbench:
             if not self.store.persistent:
                 await self.store.delete(workflow_id)
                 log.info("workflow_expired", workflow_id=workflow_id)
+                await self._announce("deleted", workflow_id)
             return True
 
     async def _delete_unedited(self, workflow_id: str, cutoff: float) -> bool:
@@ -210,6 +264,7 @@ class Workbench:
             if not await self.store.delete(workflow_id):
                 return False
             log.info("workflow_expired", workflow_id=workflow_id, persistent=True)
+            await self._announce("deleted", workflow_id)
             return True
 
 
