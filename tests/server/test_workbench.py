@@ -16,7 +16,13 @@ from flowsteer_mcp.canvas.execution import NoExecutor
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState
 from flowsteer_mcp.server import ServerSettings, build_server
-from flowsteer_mcp.server.workbench import Workbench, WorkbenchFull, WorkflowNotFound, WorkflowNotSaved
+from flowsteer_mcp.server.workbench import (
+    Workbench,
+    WorkbenchFull,
+    WorkflowChange,
+    WorkflowNotFound,
+    WorkflowNotSaved,
+)
 from flowsteer_mcp.store.base import StoredWorkflow, WorkflowStore
 from flowsteer_mcp.store.memory import MemoryStore
 from flowsteer_mcp.store.sqlite import SQLiteStore
@@ -348,3 +354,47 @@ def test_the_persistent_ttl_reaches_the_workbench_from_the_command_line(
     with pytest.raises(SystemExit):
         cli.mcp_main(["--no-executor", *argv])
     assert built[0].persistent_ttl_s == expected
+
+
+async def test_a_reader_sees_the_last_committed_state_without_waiting_for_a_writer(registry: OperatorRegistry) -> None:
+    bench = bench_on(MemoryStore(), registry)
+    workflow_id, _ = await bench.create(new_state())
+    writing, release = anyio.Event(), anyio.Event()
+
+    async def slow_writer() -> None:
+        async with bench.open(workflow_id) as canvas:
+            await canvas.edit(add("Plan"))
+            writing.set()
+            await release.wait()  # a step that runs its workflow for minutes
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(slow_writer)
+        await writing.wait()
+        with anyio.fail_after(2):
+            seen = await read(bench, workflow_id)
+        assert seen.graph.is_empty and seen.rounds_used == 0, "the writer's step is not committed yet"
+        release.set()
+    assert (await read(bench, workflow_id)).rounds_used == 1
+
+
+async def test_listeners_hear_each_committed_change_once(registry: OperatorRegistry) -> None:
+    store = RefusingStore()
+    bench = bench_on(store, registry)
+    heard: list[tuple[str, str]] = []
+
+    async def listener(change: WorkflowChange) -> None:
+        heard.append((change.kind, change.workflow_id))
+
+    bench.add_listener(listener)
+    workflow_id, _ = await bench.create(new_state())
+    async with bench.open(workflow_id) as canvas:
+        await canvas.edit(add("Plan"))
+    async with bench.open(workflow_id, write=False):
+        pass
+    store.refuse = True
+    with pytest.raises(WorkflowNotSaved):
+        async with bench.open(workflow_id) as canvas:
+            await canvas.edit(add("Custom"))
+    store.refuse = False
+    assert await bench.delete(workflow_id)
+    assert heard == [("created", workflow_id), ("updated", workflow_id), ("deleted", workflow_id)]
