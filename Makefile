@@ -36,12 +36,17 @@ system-deps:
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { $(call APT_INSTALL,chromium,install it for the browser tests); }
 
-# The official TypeScript MCP SDK (pinned by its package-lock.json) for tests/conformance; needs node and npm.
+# The official TypeScript MCP SDK and the oidc-provider authorization server (each pinned by its
+# package-lock.json) for tests/conformance; needs node and npm.
 CONFORMANCE_TS := tests/conformance/ts
-conformance-deps: $(CONFORMANCE_TS)/node_modules/.package-lock.json
+CONFORMANCE_OAUTH := tests/conformance/oauth
+conformance-deps: $(CONFORMANCE_TS)/node_modules/.package-lock.json $(CONFORMANCE_OAUTH)/node_modules/.package-lock.json
 
 $(CONFORMANCE_TS)/node_modules/.package-lock.json: $(CONFORMANCE_TS)/package-lock.json
 	npm ci --prefix $(CONFORMANCE_TS) --no-audit --no-fund
+
+$(CONFORMANCE_OAUTH)/node_modules/.package-lock.json: $(CONFORMANCE_OAUTH)/package-lock.json
+	npm ci --prefix $(CONFORMANCE_OAUTH) --no-audit --no-fund
 
 vllm-env: $(VLLM_STAMP)
 

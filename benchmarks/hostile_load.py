@@ -12,18 +12,27 @@ by get_workflow, and the outcome is checked:
     and one history entry, or reported a state other than the one stored; an add that succeeded added no node;
     the SQLite file disagrees with the live workflow;
   - limit breach: more workflows than max_workflows after a burst of concurrent creates;
-  - leak: lock entries left on the idle server after the fuzz.
+  - leak: lock entries left on the idle server after the fuzz;
+  - accepted: a call past a published bound (an over-long string or list, an unknown argument key, an unpaired
+    surrogate, an unknown operator in the options, a nonsensical number) that did not fail, or changed anything;
+  - long error: an error message (or an ok=false step's message) over 1,000 characters.
+Footprint: creates workflows with the largest payload every bound allows (task, public tests, entry point and
+options at their limits; in ASCII, in 4-byte characters, the worst in memory, and in control characters, the worst
+in SQLite's JSON) and measures the server memory each one retains (tracemalloc, over N workflows) and its SQLite
+row; over 256 KB per workflow is a finding.
 Kill loop: starts `flowsteer-mcp --transport http --store sqlite:...`, makes acknowledged edits on several
 workflows concurrently, SIGKILLs the server at a random moment (inside requests), restarts it and counts the
 acknowledged edits it lost; a graceful stop and restart at the end must lose nothing either.
 
-Prints findings, then one summary line; exits 1 when any crash, partial edit, limit breach, leak or lost edit
-was found (2 when the harness itself could not run).
+Prints the figures (a summary line, the longest error, the footprint) only when nothing was found; otherwise
+prints the findings and exits 1 (2 when the harness itself could not run).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import itertools
 import json
 import logging
 import os
@@ -31,11 +40,13 @@ import random
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -52,10 +63,20 @@ from mcp.types import INTERNAL_ERROR, CallToolResult, TextContent
 from flowsteer_mcp.canvas.dsl import render
 from flowsteer_mcp.canvas.execution import ExecutionReport, ProgressCallback, ProgressEvent
 from flowsteer_mcp.canvas.model import WorkflowGraph
-from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.canvas.options import CanvasLimits, TaskSpec
 from flowsteer_mcp.canvas.session import Canvas
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.server.app import FlowSteerServer
+from flowsteer_mcp.server.arguments import (
+    MAX_IMPORT_CHARS,
+    MAX_NAME_CHARS,
+    MAX_NAMES,
+    MAX_PRESET_CHARS,
+    MAX_PROMPT_ARGUMENT_CHARS,
+    MAX_STAGE_OPERATORS,
+    MAX_TASK_CHARS,
+    MAX_URI_CHARS,
+)
 from flowsteer_mcp.store.memory import MemoryStore
 from flowsteer_mcp.store.sqlite import SQLiteStore
 from operators.registry import default_registry
@@ -71,6 +92,9 @@ STEP_TOOLS = {"act", "add_operator", "add_structure", "delete_node", "modify_nod
 ADDING_TOOLS = {"add_operator", "add_structure"}
 READ_TOOLS = {"get_workflow", "export_workflow"}
 SAFE_OPERATORS = ["Plan", "Custom", "Programmer", "Review", "Verify", "Revise", "Format", "AnswerGenerate"]
+LIMITS = CanvasLimits()  # the server's defaults, which the input schemas publish
+MAX_ERROR_CHARS = 1_000  # errors quote input only as short excerpts, so none is longer than this
+FOOTPRINT_BOUND = 256 * 1024  # bytes of server memory, and of SQLite row, per workflow after the worst-case create
 
 # ----- findings ---------------------------------------------------------------------------------------------
 
@@ -82,15 +106,35 @@ class Findings:
     partial_edits: list[str] = field(default_factory=list)
     limit_breaches: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)
+    long_errors: list[str] = field(default_factory=list)
+    footprint: list[str] = field(default_factory=list)
     slowest: tuple[float, str] = (0.0, "")
+    longest_error: tuple[int, str] = (0, "")
+    refused: int = 0  # calls that had to be refused (and were)
 
     def timed(self, tool: str, seconds: float) -> None:
         if seconds > self.slowest[0]:
             self.slowest = (seconds, tool)
 
+    def error_message(self, what: str, text: str) -> None:
+        """Every error text the fuzz sees: the longest is reported, one over MAX_ERROR_CHARS is a finding."""
+        if len(text) > self.longest_error[0]:
+            self.longest_error = (len(text), what.split("(", 1)[0])
+        if len(text) > MAX_ERROR_CHARS:
+            self.long_errors.append(f"{what}: {len(text)} characters: {preview(text)}")
+
     @property
     def clean(self) -> bool:
-        return not (self.crashes or self.partial_edits or self.limit_breaches or self.leaks)
+        return not (
+            self.crashes
+            or self.partial_edits
+            or self.limit_breaches
+            or self.leaks
+            or self.accepted
+            or self.long_errors
+            or self.footprint
+        )
 
 
 @dataclass
@@ -396,6 +440,166 @@ class Hostile:
         return self.text()
 
 
+# ----- calls past a bound --------------------------------------------------------------------------------------
+
+SURROGATES = ("\ud800", "\udfff", "\udbff")
+TASK = "What is 17 * 23?"
+REFUSED_BECAUSE = {  # what the error of each kind of refused call must say
+    "too long": ("characters; the limit is", "items; the limit is"),
+    "unknown key": ("unknown argument", "is not a known field"),
+    "surrogate": ("unpaired surrogate",),
+    "options": ("options", "operators", "max_rounds", "finish", "limit"),
+}
+
+
+class Refused:
+    """Seeded tool calls past a published bound or check, each with why it must be refused: a string or list
+    just or far over its limit, an unknown argument key (top level or nested), an unpaired surrogate in any
+    string, options with unknown operators or numbers no workflow could meet. `wid` is a live workflow, so an
+    edit accepted by mistake would show."""
+
+    def __init__(self, rng: random.Random, operators: list[str]) -> None:
+        self.rng = rng
+        self.operators = operators
+
+    def call(self, wid: str) -> tuple[str, str, dict[str, Any]]:
+        """(why, tool, arguments)."""
+        why = self.rng.choice(list(REFUSED_BECAUSE))
+        make = {
+            "too long": self.too_long,
+            "unknown key": self.unknown_key,
+            "surrogate": self.surrogate,
+            "options": self.options,
+        }[why]
+        tool, arguments = make(wid)
+        return why, tool, arguments
+
+    def over(self, limit: int) -> int:
+        return limit + self.rng.choice((1, self.rng.randrange(2, 5000)))
+
+    def text(self, limit: int) -> str:
+        return self.rng.choice(("x", "\U0001f600", "é", "<")) * self.over(limit)
+
+    def too_long(self, wid: str) -> tuple[str, dict[str, Any]]:
+        name = "N" * self.over(MAX_NAME_CHARS)
+        return self.rng.choice(
+            [
+                ("create_workflow", {"task": self.text(MAX_TASK_CHARS)}),
+                ("create_workflow", {"task": TASK, "entry_point": "x" * self.over(LIMITS.max_entry_point_chars)}),
+                ("create_workflow", {"task": TASK, "public_tests": self.text(LIMITS.max_public_tests_chars)}),
+                ("import_workflow", {"spec": "Plan" + " " * (MAX_IMPORT_CHARS - 3), "task": TASK}),
+                ("import_workflow", {"spec": "Plan", "task": self.text(MAX_TASK_CHARS)}),
+                ("act", {"workflow_id": wid, "text": self.text(LIMITS.max_act_chars)}),
+                (
+                    "add_operator",
+                    {"workflow_id": wid, "operator": "Plan", "prompt": self.text(LIMITS.max_prompt_chars)},
+                ),
+                ("add_operator", {"workflow_id": wid, "operator": name}),
+                ("modify_node", {"workflow_id": wid, "node_id": "node_1", "operator": name}),
+                ("set_prompt", {"workflow_id": wid, "node_id": "node_1", "prompt": self.text(LIMITS.max_prompt_chars)}),
+                ("set_prompt", {"workflow_id": wid, "node_id": name, "prompt": "Solve it step by step."}),
+                ("finish", {"workflow_id": wid, "answer": self.text(LIMITS.max_answer_chars)}),
+                ("get_workflow", {"workflow_id": "w" * self.over(64)}),
+                (
+                    "add_structure",
+                    {
+                        "workflow_id": wid,
+                        "structure": "parallel",
+                        "operators": ["Custom"] * self.over(MAX_STAGE_OPERATORS),
+                    },
+                ),
+                (
+                    "add_structure",
+                    {
+                        "workflow_id": wid,
+                        "structure": "loop",
+                        "operators": ["Custom", "Review"],
+                        "count": 2,
+                        "prompts": ["Check it well."] * self.over(MAX_STAGE_OPERATORS),
+                    },
+                ),
+                (
+                    "add_structure",
+                    {"workflow_id": wid, "structure": "conditional", "condition": name, "on_fail": "Revise"},
+                ),
+            ]
+        )
+
+    def unknown_key(self, wid: str) -> tuple[str, dict[str, Any]]:
+        key = self.rng.choice(("bogus", "k" * self.rng.randrange(41, 5000), "ctx", "Workflow_Id", "task ", "postion"))
+        nested = self.rng.choice(({key: 1}, {"finish": {"preset": "mine", key: 1}}))
+        return self.rng.choice(
+            [
+                ("create_workflow", {"task": TASK, key: 1}),
+                ("create_workflow", {"task": TASK, "options": nested}),
+                ("import_workflow", {"spec": "Plan", "task": TASK, "options": nested}),
+                ("act", {"workflow_id": wid, "text": "<action>add</action><operator>Plan</operator>", key: True}),
+                ("add_operator", {"workflow_id": wid, "operator": "Plan", key: 0}),
+                ("get_workflow", {"workflow_id": wid, key: "x"}),
+                ("list_operators", {key: 1}),
+                ("list_workflows", {key: None}),
+            ]
+        )
+
+    def surrogate(self, wid: str) -> tuple[str, dict[str, Any]]:
+        bad = self.rng.choice(SURROGATES)
+
+        def spoiled(text: str) -> str:
+            cut = self.rng.randrange(len(text) + 1)
+            return text[:cut] + bad + text[cut:]
+
+        return self.rng.choice(
+            [
+                ("create_workflow", {"task": spoiled(TASK)}),
+                ("create_workflow", {"task": TASK, "entry_point": spoiled("solve")}),
+                ("create_workflow", {"task": TASK, "public_tests": spoiled("assert solve() == 391")}),
+                ("create_workflow", {"task": TASK, "options": {"finish": {"preset": spoiled("mine")}}}),
+                ("create_workflow", {"task": TASK, "options": {"finish": {"solver_operators": [spoiled("Plan")]}}}),
+                ("create_workflow", {"task": TASK, "options": {"disabled_operators": ["Review", spoiled("Plan")]}}),
+                ("import_workflow", {"spec": spoiled("Plan -> Custom"), "task": TASK}),
+                ("act", {"workflow_id": wid, "text": spoiled("<action>add</action><operator>Plan</operator>")}),
+                ("add_operator", {"workflow_id": wid, "operator": "Plan", "prompt": spoiled("Plan the steps.")}),
+                ("add_operator", {"workflow_id": wid, "operator": spoiled("Plan")}),
+                (
+                    "add_structure",
+                    {
+                        "workflow_id": wid,
+                        "structure": "parallel",
+                        "operators": ["Custom", "Plan"],
+                        "prompts": [spoiled("x")],
+                    },
+                ),
+                ("set_prompt", {"workflow_id": wid, "node_id": "node_1", "prompt": spoiled("Check it well.")}),
+                ("finish", {"workflow_id": wid, "answer": spoiled("391")}),
+                ("get_workflow", {"workflow_id": spoiled(wid)}),
+            ]
+        )
+
+    def options(self, wid: str) -> tuple[str, dict[str, Any]]:
+        names = self.operators
+        options = self.rng.choice(
+            [
+                {"finish": {"preset": "p" * self.over(MAX_PRESET_CHARS)}},
+                {"finish": {"preset": ""}},
+                {"finish": {"solver_operators": [self.rng.choice(names)] * self.over(MAX_NAMES)}},
+                {"finish": {"checker_operators": ["Verify", self.rng.choice(("Wizard", "Verify2", "x" * 64))]}},
+                {"finish": {"solver_operators": ["S" * self.over(MAX_NAME_CHARS)]}},
+                {"finish": {"verbose_output_chars": self.rng.choice((0, -5, -(10**30)))}},
+                {"finish": {"verbose_output_chars": LIMITS.max_answer_chars + 1}},
+                {"finish": {"min_operators": self.rng.choice((-1, LIMITS.max_operators + 1, 10**18))}},
+                {"finish": {"require_solver": True, "solver_operators": []}},
+                {"finish": {"require_checker": True, "checker_operators": []}},
+                {"disabled_operators": [self.rng.choice(names)] * self.over(MAX_NAMES)},
+                {"disabled_operators": ["Review", f"Dance{self.rng.randrange(100)}"]},
+                {"disabled_operators": ["D" * self.over(MAX_NAME_CHARS)]},
+                {"max_rounds": self.rng.choice((0, -1, 201, 10**7))},
+            ]
+        )
+        if self.rng.random() < 0.5:
+            return "create_workflow", {"task": TASK, "options": options}
+        return "import_workflow", {"spec": "Plan -> Custom", "task": TASK, "options": options}
+
+
 # ----- the fuzz ---------------------------------------------------------------------------------------------
 
 
@@ -441,6 +645,7 @@ class Fuzzer:
         self.done: set[str] = set()
         self.nodes: dict[str, list[str]] = {}  # node ids of each workflow as last read
         self.exports: list[Any] = []
+        self.refusals = Refused(rng, hostile.operators)
 
     # -- one call, with crash detection ---------------------------------------------------------------
     async def call(self, tool: str, arguments: dict[str, Any], *, counted: bool = True) -> Outcome:
@@ -460,6 +665,9 @@ class Fuzzer:
         if counted:
             self.findings.calls += 1
             self.findings.timed(tool, time.perf_counter() - started)
+        refusal = outcome.message if not outcome.ok else (outcome.content or {}).get("message", "")
+        if not outcome.ok or (outcome.content or {}).get("ok") is False:
+            self.findings.error_message(f"[{self.label}] {tool}({preview(arguments)})", str(refusal))
         logged = self.errors.take()
         if logged and crash is None:
             crash = "server logged " + "; ".join(logged)[:400]
@@ -536,29 +744,29 @@ class Fuzzer:
         return {}
 
     # -- checks ---------------------------------------------------------------------------------------------
-    async def checked(self, tool: str, arguments: dict[str, Any]) -> None:
+    async def checked(self, tool: str, arguments: dict[str, Any]) -> Outcome:
         workflow_id = arguments.get("workflow_id")
         known = isinstance(workflow_id, str) and workflow_id in self.ids
         before = await self.detail(workflow_id) if known and isinstance(workflow_id, str) else None
         outcome = await self.call(tool, arguments)
         if tool in ("create_workflow", "import_workflow"):
             await self.after_create(tool, arguments, outcome)
-            return
+            return outcome
         if not known or not isinstance(workflow_id, str):
             if outcome.ok and tool not in ("list_workflows", "list_operators"):
                 self.partial(f"{tool} succeeded on an unknown workflow_id {preview(workflow_id)}")
-            return
+            return outcome
         after = await self.detail(workflow_id)
         if tool == "delete_workflow":
             if outcome.ok:
                 self.forget(workflow_id)
                 if after is not None:
                     self.partial(f"delete_workflow({workflow_id}) succeeded but the workflow is still readable")
-            return
+            return outcome
         if before is None or after is None:
             self.partial(f"{tool}({preview(arguments)}): workflow {workflow_id} became unreadable")
             self.forget(workflow_id)
-            return
+            return outcome
         if outcome.ok and tool == "export_workflow" and arguments.get("format") == "json" and outcome.content:
             self.remember_export(outcome.content.get("content"))
         if not outcome.ok or tool in READ_TOOLS:
@@ -568,14 +776,15 @@ class Fuzzer:
                 self.partial(
                     f"{tool}({preview(arguments)}) {reason} but changed {', '.join(changed)}: {outcome.message[:160]!r}"
                 )
-            return
+            return outcome
         if tool == "run_workflow":
             if after["graph"] != before["graph"] or after["state"]["round"] != before["state"]["round"]:
                 self.partial(f"run_workflow({workflow_id}) changed the graph or the round")
-            return
+            return outcome
         if tool in STEP_TOOLS:
             self.check_step(tool, arguments, outcome, before, after)
         await self.check_store(workflow_id, after)
+        return outcome
 
     def check_step(
         self, tool: str, arguments: dict[str, Any], outcome: Outcome, before: dict[str, Any], after: dict[str, Any]
@@ -685,6 +894,7 @@ class Fuzzer:
         try:
             await request()
         except MCPError as error:
+            self.findings.error_message(f"[{self.label}] {what}", error.error.message)
             if error.code == INTERNAL_ERROR:
                 crash = f"internal error {error.error.message[:200]!r}"
         except Exception as error:
@@ -693,6 +903,76 @@ class Fuzzer:
             crash = "server logged " + "; ".join(logged)[:400]
         if crash is not None:
             self.findings.crashes.append(f"[{self.label}] {what}: {crash}")
+
+    async def refused(self) -> None:
+        """A call past a bound (see `Refused`): it must fail, say why, and leave every workflow as it was."""
+        open_ids = [i for i in self.ids if i not in self.done]
+        if not open_ids:
+            outcome = await self.call("create_workflow", {"task": TASK}, counted=False)
+            if not outcome.ok or outcome.content is None:
+                return
+            await self.after_create("create_workflow", {"task": TASK}, outcome)
+            open_ids = [outcome.content["workflow_id"]]
+        why, tool, arguments = self.refusals.call(self.rng.choice(open_ids))
+        held = await self.workflow_ids()
+        outcome = await self.checked(tool, arguments)
+        what = f"[{self.label}] {tool}({preview(arguments)})"
+        if outcome.ok:  # even an ok=false step would have cost a round
+            self.findings.accepted.append(f"{what} ({why}) was accepted")
+            return
+        self.findings.refused += 1
+        if not any(reason in outcome.message for reason in REFUSED_BECAUSE[why]):
+            self.findings.accepted.append(f"{what} ({why}) was refused for another reason: {preview(outcome.message)}")
+        if tool in ("create_workflow", "import_workflow") and await self.workflow_ids() != held:
+            self.partial(f"{what} was refused but the workflows changed")
+
+    async def refused_protocol(self) -> None:
+        """A long unknown tool, prompt or resource name, or prompt arguments past their bounds: a JSON-RPC error
+        (never an internal one) whose message is short."""
+        self.errors.take()
+        self.findings.calls += 1
+        long = "z" * self.rng.randrange(MAX_URI_CHARS, 200_000)
+        bad = self.rng.choice(SURROGATES)
+        choice = self.rng.randrange(4)
+        if choice == 0:
+            what = f"call_tool({preview(long)})"
+            request: Callable[[], Awaitable[object]] = lambda: self.client.call_tool(long, {})  # noqa: E731
+        elif choice == 1:
+            uri = self.rng.choice(("flowsteer://workflows/", "flowsteer://", "file:///")) + long
+            what = f"read_resource({preview(uri)})"
+            request = lambda: self.client.read_resource(uri)  # noqa: E731
+        else:
+            name = long if choice == 2 else "flow_director"
+            arguments = self.rng.choice(
+                (
+                    {"task": TASK, "bogus": "1"},
+                    {"task": "x" * (MAX_PROMPT_ARGUMENT_CHARS + 1)},
+                    {"task": TASK, "task_type": long[:MAX_PROMPT_ARGUMENT_CHARS]},
+                    {"task": TASK + bad},
+                    {"task": TASK, "finish": "paper" + bad},
+                )
+            )
+            what = f"get_prompt({preview(name)}, {preview(arguments)})"
+            request = lambda: self.client.get_prompt(name, arguments)  # noqa: E731
+        crash: str | None = None
+        try:
+            await request()
+            self.findings.accepted.append(f"[{self.label}] {what} was accepted")
+        except MCPError as error:
+            self.findings.error_message(f"[{self.label}] {what}", error.error.message)
+            self.findings.refused += 1
+            if error.code == INTERNAL_ERROR:
+                crash = f"internal error {error.error.message[:200]!r}"
+        except Exception as error:
+            crash = f"client raised {type(error).__name__}: {str(error)[:200]}"
+        if (logged := self.errors.take()) and crash is None:
+            crash = "server logged " + "; ".join(logged)[:400]
+        if crash is not None:
+            self.findings.crashes.append(f"[{self.label}] {what}: {crash}")
+
+    async def workflow_ids(self) -> list[str]:
+        listed = await self.call("list_workflows", {}, counted=False)
+        return sorted(w["workflow_id"] for w in (listed.content or {}).get("workflows", []))
 
     async def create_burst(self) -> None:
         """More concurrent creates than the server may hold: it must never end up holding more."""
@@ -721,7 +1001,7 @@ class Fuzzer:
             "act": 24, "add_operator": 8, "add_structure": 8, "delete_node": 5, "modify_node": 5, "set_prompt": 5,
             "run_workflow": 3, "finish": 4, "get_workflow": 3, "export_workflow": 4, "create_workflow": 8,
             "import_workflow": 10, "delete_workflow": 2, "list_workflows": 1, "list_operators": 1, "resource": 3,
-            "unknown": 1,
+            "unknown": 1, "refused": 10, "refused_protocol": 2,
         }  # fmt: skip
         names, weights = list(tools), list(tools.values())
         burst_every = max(50, calls // 4)
@@ -736,6 +1016,10 @@ class Fuzzer:
             tool = self.rng.choices(names, weights)[0]
             if tool == "resource":
                 await self.resource_or_prompt()
+            elif tool == "refused":
+                await self.refused()
+            elif tool == "refused_protocol":
+                await self.refused_protocol()
             elif tool == "unknown":
                 await self.call("no_such_tool", {})
             else:
@@ -766,6 +1050,172 @@ async def fuzz(args: argparse.Namespace, findings: Findings, errors: ServerError
                     await fuzzer.run(args.calls // 2)
             finally:
                 await app.aclose()
+
+
+# ----- the footprint of a worst-case create ---------------------------------------------------------------
+
+# (text character, identifier character): 1 byte in memory and on disk; 4 bytes in both; 1 byte in memory but 6
+# on disk (JSON writes a control character as \u0001). Each payload is measured in all three.
+ALPHABETS = {"ascii": ("x", "x"), "4-byte": ("\U0001f600", "\U0001d465"), "control": ("\x01", "x")}
+
+
+@dataclass
+class Footprint:
+    workflows: int = 0
+    memory: tuple[float, str] = (0.0, "")  # bytes of server memory per workflow, and the alphabet of the worst
+    row: tuple[float, str] = (0.0, "")  # bytes of SQLite row (state and history) per workflow
+    built: tuple[float, str] = (0.0, "")  # memory of an import with the graph at its limits (reported only)
+
+
+def worst_case_create(alphabet: str, k: int, names: list[str]) -> dict[str, Any]:
+    """create_workflow arguments with every field at its limit: task, entry point, public tests, and options
+    with the longest preset and the most operator names (`names`: the library, cycled, in any case)."""
+    char, letter = ALPHABETS[alphabet]
+    head = f"{k} "  # each task its own string
+    return {
+        "task": head + char * (MAX_TASK_CHARS - len(head)),
+        "entry_point": letter * LIMITS.max_entry_point_chars,
+        "public_tests": char * LIMITS.max_public_tests_chars,
+        "options": {
+            "max_rounds": ServerSettings().max_rounds_cap,
+            "finish": {
+                "preset": char * MAX_PRESET_CHARS,
+                "min_operators": LIMITS.max_operators,
+                "require_structure": True,
+                "require_solver": True,
+                "require_checker": True,
+                "verbose_output_chars": LIMITS.max_answer_chars,
+                "solver_operators": names,
+                "checker_operators": names,
+            },
+            "disabled_operators": names,
+        },
+    }
+
+
+def full_graph_import(alphabet: str, k: int, registry_names: list[str]) -> dict[str, Any]:
+    """import_workflow arguments whose graph is at its limits: the most operators, each with the longest prompt."""
+    char, _ = ALPHABETS[alphabet]
+    stages = [
+        {
+            "kind": "operator",
+            "id": f"node_{n}",
+            "operator": "Custom",
+            "prompt": f"{k} {n} " + char * (LIMITS.max_prompt_chars - 12),
+            "samples": 1,
+        }
+        for n in range(1, LIMITS.max_operators + 1)
+    ]
+    graph = {"stages": stages, "next_index": LIMITS.max_operators + 1}
+    document = {"format": "flowsteer.workflow/v1", "dsl": " -> ".join(["Custom"] * len(stages)), "graph": graph}
+    arguments = worst_case_create(alphabet, k, registry_names)
+    arguments["options"].pop("disabled_operators")  # the graph needs an operator it may use
+    return arguments | {"spec": json.dumps(document, ensure_ascii=False)}
+
+
+class WorstCaseRefused(Exception):
+    """A payload every bound allows was refused: the bounds and the limits disagree."""
+
+
+def leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for error in group.exceptions:
+        found.extend(leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return found
+
+
+async def create(client: Client, tool: str, arguments: dict[str, Any]) -> str:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error or result.structured_content is None:
+        raise WorstCaseRefused(f"the worst-case {tool} was refused: {result_text(result)[:300]}")
+    return str(result.structured_content["workflow_id"])
+
+
+async def retained_per_workflow(tool: str, count: int, arguments: Callable[[int], dict[str, Any]]) -> float:
+    """Server memory each of `count` workflows keeps after its create (tracemalloc, after two warm-up creates)."""
+    app = build_server(
+        ServerSettings(max_workflows=count + 2),
+        registry=default_registry(),
+        executor=EchoExecutor(),
+        store=MemoryStore(),
+    )
+    try:
+        async with Client(app.mcp) as client:
+            for k in (-1, -2):  # every model, schema and cache a create builds, built before measuring
+                workflow_id = await create(client, tool, arguments(k))
+                await client.call_tool("delete_workflow", {"workflow_id": workflow_id})
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                for k in range(count):
+                    await create(client, tool, arguments(k))
+                gc.collect()
+                retained = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+    finally:
+        await app.aclose()
+    return retained / count
+
+
+async def stored_per_workflow(count: int, arguments: Callable[[int], dict[str, Any]]) -> float:
+    """The largest SQLite row (state plus history rows) of `count` worst-case creates, in bytes."""
+    with tempfile.TemporaryDirectory(prefix="hostile-footprint-") as tmp:
+        database = Path(tmp) / "footprint.sqlite"
+        app = build_server(
+            ServerSettings(max_workflows=count),
+            registry=default_registry(),
+            executor=EchoExecutor(),
+            store=SQLiteStore(database),
+        )
+        try:
+            async with Client(app.mcp) as client:
+                for k in range(count):
+                    await create(client, "create_workflow", arguments(k))
+        finally:
+            await app.aclose()
+        with sqlite3.connect(database) as conn:
+            sizes = conn.execute(
+                "SELECT length(CAST(state AS BLOB)) + coalesce((SELECT sum(length(CAST(entry AS BLOB))) FROM history"
+                " AS h WHERE h.workflow_id = w.workflow_id), 0) FROM workflows AS w"
+            ).fetchall()
+        conn.close()
+    return float(max(size for (size,) in sizes))
+
+
+async def measure_footprint(args: argparse.Namespace, findings: Findings) -> Footprint:
+    """Memory and SQLite row per workflow after the worst-case create, in each alphabet; over the bound is a
+    finding. The same for an import whose graph is at its limits, reported but not bounded (see README)."""
+    registry = default_registry().names()
+    names = [name.upper() if k % 2 else name for k, name in zip(range(MAX_NAMES), itertools.cycle(registry))]
+    result = Footprint(workflows=4 if args.quick else 16)
+    for alphabet in ALPHABETS:
+
+        def payload(k: int, alphabet: str = alphabet) -> dict[str, Any]:
+            return worst_case_create(alphabet, k, names)
+
+        def built(k: int, alphabet: str = alphabet) -> dict[str, Any]:
+            return full_graph_import(alphabet, k, names)
+
+        try:
+            memory = await retained_per_workflow("create_workflow", result.workflows, payload)
+            row = await stored_per_workflow(result.workflows, payload)
+            # control text takes 1 byte a character in memory, like ascii, and its JSON escapes overflow an import
+            graph = 0.0 if alphabet == "control" else await retained_per_workflow("import_workflow", 2, built)
+        except* WorstCaseRefused as refused:  # raised inside the client's task group, so it may come grouped
+            findings.footprint.extend(f"{alphabet} text: {error}" for error in leaves(refused))
+        else:
+            result.memory = max(result.memory, (memory, alphabet))
+            result.row = max(result.row, (row, alphabet))
+            result.built = max(result.built, (graph, alphabet))
+    for what, (size, alphabet) in (("server memory", result.memory), ("SQLite row", result.row)):
+        if size > FOOTPRINT_BOUND:
+            findings.footprint.append(
+                f"a worst-case create takes {size / 1024:.1f} KB of {what} per workflow ({alphabet} text); "
+                f"the bound is {FOOTPRINT_BOUND // 1024} KB"
+            )
+    return result
 
 
 # ----- the kill loop ---------------------------------------------------------------------------------------
@@ -986,12 +1436,16 @@ async def kill_loop(args: argparse.Namespace, ledger: KillLedger) -> None:
 # ----- main --------------------------------------------------------------------------------------------
 
 
-def report(findings: Findings, ledger: KillLedger, elapsed: float) -> int:
+def report(findings: Findings, ledger: KillLedger, footprint: Footprint, elapsed: float) -> int:
+    """The findings; then the figures, only when there were none (a figure from a failing run looks like a result)."""
     sections = (
         ("crash", findings.crashes),
         ("partial edit", findings.partial_edits),
         ("limit breach", findings.limit_breaches),
         ("leak", findings.leaks),
+        ("accepted", findings.accepted),
+        ("long error", findings.long_errors),
+        ("footprint", findings.footprint),
         ("lost edit", ledger.lost),
     )
     for name, items in sections:
@@ -999,16 +1453,36 @@ def report(findings: Findings, ledger: KillLedger, elapsed: float) -> int:
             print(f"{name}: {item}")
         if len(items) > SHOWN_PER_KIND:
             print(f"... and {len(items) - SHOWN_PER_KIND} more of kind {name!r}")
+    if not findings.clean or ledger.lost:
+        found = sum(len(items) for _, items in sections)
+        print(f"hostile_load: {found} finding(s) in {findings.calls} fuzz calls; no figures printed.", file=sys.stderr)
+        return 1
     seconds, tool = findings.slowest
     if tool:
         print(f"slowest fuzz call: {tool} {seconds:.2f} s")
     print(f"total {elapsed:.0f} s")
+    length, where = findings.longest_error
+    print(
+        f"strict input: {findings.refused} calls past a bound refused, none accepted; longest error message "
+        f"{length} characters ({where}; bound {MAX_ERROR_CHARS})"
+    )
+    (memory, in_memory), (row, on_disk), (built, in_built) = footprint.memory, footprint.row, footprint.built
+    print(
+        f"footprint: a worst-case create keeps {memory / 1024:.1f} KB of server memory per workflow ({in_memory} "
+        f"text, {footprint.workflows} workflows) and a {row / 1024:.1f} KB SQLite row ({on_disk} text); bound "
+        f"{FOOTPRINT_BOUND // 1024} KB"
+    )
+    print(
+        f"footprint: an import with its graph at the limits ({LIMITS.max_operators} operators with "
+        f"{LIMITS.max_prompt_chars}-character prompts) keeps {built / 1024:.1f} KB per workflow ({in_built} text; "
+        "reported, not bounded)"
+    )
     print(
         f"fuzz: {findings.calls} calls, {len(findings.crashes)} crashes, {len(findings.partial_edits)} partial edits, "
         f"{len(findings.limit_breaches)} limit breaches; kill loop: {ledger.kills} kills, "
         f"{ledger.kept}/{ledger.acknowledged} acknowledged edits kept"
     )
-    return 0 if findings.clean and not ledger.lost else 1
+    return 0
 
 
 async def main() -> int:
@@ -1028,12 +1502,13 @@ async def main() -> int:
     started = time.monotonic()
     try:
         await fuzz(args, findings, errors)
+        footprint = await measure_footprint(args, findings)
         await kill_loop(args, ledger)
     except Exception as error:
         traceback.print_exc()
         print(f"hostile_load: the harness failed: {error}", file=sys.stderr)
         return HARNESS_FAILED_EXIT
-    return report(findings, ledger, time.monotonic() - started)
+    return report(findings, ledger, footprint, time.monotonic() - started)
 
 
 if __name__ == "__main__":

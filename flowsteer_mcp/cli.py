@@ -42,6 +42,23 @@ def _server_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="HTTP: a host name clients may use (Host/Origin, any port); turns the Host check on with a token",
     )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="HTTP: a browser origin (scheme://host[:port]) that may call the server besides loopback pages",
+    )
+    oauth = parser.add_argument_group("OAuth 2.1 (HTTP; instead of a bearer token)")
+    oauth.add_argument("--oauth-issuer", metavar="URL", help="the authorization server whose JWT access tokens count")
+    oauth.add_argument(
+        "--oauth-resource", metavar="URL", help="this server's public MCP URL: the audience tokens must carry"
+    )
+    oauth.add_argument(
+        "--oauth-jwks-url", metavar="URL", help="the issuer's JWKS (default: from its discovery document)"
+    )
+    oauth.add_argument("--oauth-read-scope", metavar="SCOPE", help="scope of the read-only tools (flowsteer:read)")
+    oauth.add_argument("--oauth-write-scope", metavar="SCOPE", help="scope of the editing tools (flowsteer:write)")
     parser.add_argument("--max-workflows", type=int, default=1000)
     parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
     parser.add_argument(
@@ -69,6 +86,31 @@ def _http_token(variable: str) -> SecretStr | None:
             "on loopback only without a token."
         )
     return SecretStr(value)
+
+
+_OAUTH_FLAGS = {
+    "oauth_issuer": "issuer",
+    "oauth_resource": "resource",
+    "oauth_jwks_url": "jwks_url",
+    "oauth_read_scope": "read_scope",
+    "oauth_write_scope": "write_scope",
+}
+
+
+def _oauth_settings(args: argparse.Namespace) -> dict[str, str] | None:
+    """The OAuth settings the `--oauth-*` flags give, or None without any; both URLs are required."""
+    given = {field: getattr(args, flag) for flag, field in _OAUTH_FLAGS.items() if getattr(args, flag) is not None}
+    if not given:
+        return None
+    if args.transport != "http":
+        raise ValueError("the --oauth-* options apply to --transport http only")
+    missing = [f"--oauth-{field}" for field in ("issuer", "resource") if field not in given]
+    if missing:
+        raise ValueError(
+            f"OAuth needs {' and '.join(missing)}: the authorization server's issuer URL and this server's public "
+            "MCP URL (e.g. --oauth-issuer https://login.example.com --oauth-resource https://mcp.example.com/mcp)"
+        )
+    return given
 
 
 def _settings_problem(error: ValidationError) -> str:
@@ -156,6 +198,8 @@ def mcp_main(argv: list[str] | None = None) -> int:
             max_workflows=args.max_workflows,
             workflow_ttl_s=args.ttl,
             allowed_hosts=args.allowed_host,
+            allowed_origins=args.allowed_origin,
+            oauth=_oauth_settings(args),
             **({} if args.persistent_ttl is None else {"persistent_ttl_s": args.persistent_ttl or None}),
         )
         registry = default_registry()

@@ -71,3 +71,42 @@ def test_learner_dtype_benchmark_without_its_model_exits_non_zero_without_a_rati
     assert done.returncode == 1, done.stderr[-2000:]
     assert "ratio" not in done.stdout and "update=" not in done.stdout
     assert "no figures printed" in done.stderr and "no-such-model" in done.stderr
+
+
+def _hostile_load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("hostile_load", BENCHMARKS / "hostile_load.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hostile_load"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_hostile_load_prints_no_figure_when_a_workflow_is_over_its_footprint(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = _hostile_load()
+    footprint = bench.Footprint(workflows=4, memory=(200_000.0, "4-byte"), row=(1.0, "control"), built=(1.0, "ascii"))
+    findings = bench.Findings(calls=10)
+    assert bench.report(findings, bench.KillLedger(), footprint, 1.0) == 0
+    assert "footprint: a worst-case create keeps 195.3 KB" in capsys.readouterr().out
+    findings.footprint.append("a worst-case create takes 300.0 KB of server memory per workflow")
+    findings.long_errors.append("act: 1200 characters")
+    assert bench.report(findings, bench.KillLedger(), footprint, 1.0) == 1
+    out, err = capsys.readouterr()
+    assert "footprint: a worst-case create takes 300.0 KB" in out and "long error: act" in out
+    assert "keeps" not in out and "fuzz:" not in out and "no figures printed" in err
+
+
+def test_hostile_load_worst_case_create_fills_every_bound() -> None:
+    """The footprint is only a bound if the payload is the largest the schemas allow."""
+    bench = _hostile_load()
+    from flowsteer_mcp.server.arguments import MAX_NAMES, MAX_PRESET_CHARS, MAX_TASK_CHARS
+
+    payload = bench.worst_case_create("4-byte", 7, ["Plan"] * MAX_NAMES)
+    assert len(payload["task"]) == MAX_TASK_CHARS
+    assert len(payload["public_tests"]) == bench.LIMITS.max_public_tests_chars
+    assert len(payload["entry_point"]) == bench.LIMITS.max_entry_point_chars and payload["entry_point"].isidentifier()
+    finish = payload["options"]["finish"]
+    assert len(finish["preset"]) == MAX_PRESET_CHARS and len(finish["solver_operators"]) == MAX_NAMES
+    assert len(payload["options"]["disabled_operators"]) == MAX_NAMES

@@ -47,6 +47,8 @@ BASE = Extra(
     modules=(
         "flowsteer_mcp.cli",
         "flowsteer_mcp.server.http",
+        "flowsteer_mcp.server.oauth.verifier",
+        "cryptography.hazmat.primitives.asymmetric.ec",  # pyjwt[crypto]: the verifier loads RSA, EC, OKP keys
         "operators.backends.openai_compat",
         "operators.backends.factory",
         "operators.sandbox",

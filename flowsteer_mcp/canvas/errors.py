@@ -21,6 +21,7 @@ class ErrorCode(StrEnum):
     EPISODE_OVER = "episode_over"
     INVALID_IMPORT = "invalid_import"
     INVALID_TEXT = "invalid_text"
+    INVALID_OPTIONS = "invalid_options"
 
 
 class CanvasError(FlowSteerError, ValueError):

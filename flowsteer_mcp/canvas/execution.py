@@ -62,13 +62,21 @@ class ExecutionReport(BaseModel):
 class ProgressEvent(BaseModel):
     """One operator call starting or finishing. `completed` is not a progress counter: a "started" event repeats
     the count of the last "finished" one, and parallel branches start together; a consumer that needs a value
-    increasing with every event numbers the events itself (as the MCP layer does)."""
+    increasing with every event numbers the events itself (as the MCP layer does).
+
+    The draw and usage fields let a consumer say what is running between events (a model call can take
+    minutes): which draw of a sampled node this is, and what the run has used so far."""
 
     node_id: str
     operator: str
     phase: Literal["started", "finished"]
     completed: int  # operator calls finished so far in this run
     total: int  # operator calls expected (upper bound when loops may exit early)
+    draw: int = 0  # 0-based index of this call among the node's draws (0: the greedy one)
+    draws: int = 1  # draws of this node in this pass (its `samples`)
+    iteration: int | None = None  # loop iteration (0-based), for a loop body node
+    llm_calls: int = 0  # executor requests of the whole run so far (finished operator calls)
+    tokens: int = 0  # executor tokens of the whole run so far (finished operator calls)
 
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]

@@ -50,8 +50,9 @@ def import_json(text: str, rules: CanvasRules) -> WorkflowGraph:
     except ValidationError as error:
         first = error.errors()[0]
         where = clip(".".join(str(p) for p in first["loc"]), 120)  # a key of the hostile JSON may be in the path
+        problem = clip(first["msg"], 200)  # and a value in the message (`Input tag 'node_999…' found using 'kind'`)
         raise CanvasError(
-            ErrorCode.INVALID_IMPORT, f"Invalid workflow JSON at {where or 'top level'}: {first['msg']}."
+            ErrorCode.INVALID_IMPORT, f"Invalid workflow JSON at {where or 'top level'}: {problem}."
         ) from None
     graph = document.graph
     seen = WorkflowGraph()

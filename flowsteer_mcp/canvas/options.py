@@ -72,7 +72,9 @@ class CanvasLimits(BaseModel):
     max_act_chars: int = Field(default=32_000, ge=1)
     max_answer_chars: int = Field(default=10_000, ge=1)  # the claimed answer of a finish (recorded, never scored)
     max_entry_point_chars: int = Field(default=100, ge=1)  # a Python identifier
-    max_public_tests_chars: int = Field(default=100_000, ge=1)
+    # A few representative tests; with the server's task limit this keeps a new workflow under 256 KB even in
+    # 4-byte characters (README, "Input limits"). States saved with the old default (100,000) keep theirs.
+    max_public_tests_chars: int = Field(default=8_000, ge=1)
 
 
 class CanvasOptions(BaseModel):

@@ -1,6 +1,7 @@
 """Edit validation: operator names, structure rules and limits, checked before anything changes.
 
-Also the task and the finish answer: every piece of user text the canvas stores is bounded and valid Unicode.
+Also the task, the workflow's options and the finish answer: every piece of user text the canvas stores is
+bounded and valid Unicode, and every operator name it stores is one the library knows.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds import kind_of
 from flowsteer_mcp.canvas.model import MAX_SAMPLES, WorkflowGraph
 from flowsteer_mcp.canvas.numbers import show_int
-from flowsteer_mcp.canvas.options import CanvasLimits, CanvasOptions
+from flowsteer_mcp.canvas.options import CanvasLimits, CanvasOptions, FinishPolicy
 from flowsteer_mcp.canvas.text import excerpt, require_unicode
 from operators.registry import OperatorRegistry
+
+SHOWN_UNKNOWN_NAMES = 5  # unknown operator names quoted in one error; the rest are counted
 
 
 class CanvasRules:
@@ -146,3 +149,57 @@ def validate_task(
                 "entry_point must be a Python identifier (the name of the function to implement, e.g. solve); "
                 f"got {excerpt(entry_point)}.",
             )
+
+
+def validate_options(registry: OperatorRegistry, options: CanvasOptions) -> CanvasOptions:
+    """Options as a client set them, made safe to store: every operator name known to the library, in its
+    registered spelling and listed once, and a finish gate that some workflow within the limits could pass.
+
+    Why: a name the library lacks was stored as given (any size) and then never matched, and a lower-case
+    checker name made `require_checker` unreachable."""
+    disabled = known_operators(registry, options.disabled_operators, "disabled_operators")
+    finish = options.finish
+    if isinstance(finish, FinishPolicy):
+        finish = _reachable_policy(registry, finish, options.limits)
+    return options.model_copy(update={"disabled_operators": disabled, "finish": finish})
+
+
+def known_operators(registry: OperatorRegistry, names: list[str], where: str) -> list[str]:
+    """`names` in their registered spelling, each once; CanvasError naming (as excerpts) those it lacks."""
+    canonical = [registry.canonical_name(name) for name in names]
+    unknown = [excerpt(name) for name, found in zip(names, canonical, strict=True) if found is None]
+    if unknown:
+        shown = ", ".join(unknown[:SHOWN_UNKNOWN_NAMES])
+        more = f" and {len(unknown) - SHOWN_UNKNOWN_NAMES} more" if len(unknown) > SHOWN_UNKNOWN_NAMES else ""
+        raise CanvasError(
+            ErrorCode.UNKNOWN_OPERATOR,
+            f"Unknown operators in {where}: {shown}{more}. Valid: {', '.join(registry.names())}.",
+        )
+    return list(dict.fromkeys(name for name in canonical if name is not None))
+
+
+def _reachable_policy(registry: OperatorRegistry, policy: FinishPolicy, limits: CanvasLimits) -> FinishPolicy:
+    require_unicode(policy.preset, "finish.preset")
+    if policy.min_operators > limits.max_operators:
+        raise CanvasError(
+            ErrorCode.INVALID_OPTIONS,
+            f"finish.min_operators is {show_int(policy.min_operators)}, but a workflow holds at most "
+            f"{limits.max_operators} operators here, so none could finish; use 0..{limits.max_operators}.",
+        )
+    solvers = _role_names(registry, policy.solver_operators, "solver", required=policy.require_solver)
+    checkers = _role_names(registry, policy.checker_operators, "checker", required=policy.require_checker)
+    return policy.model_copy(update={"solver_operators": solvers, "checker_operators": checkers})
+
+
+def _role_names(registry: OperatorRegistry, names: list[str] | None, role: str, *, required: bool) -> list[str] | None:
+    """The operators a policy says count as `role` (None: those the specs declare), or a CanvasError."""
+    if names is None:
+        return None
+    where = f"finish.{role}_operators"
+    if not names and required:
+        raise CanvasError(
+            ErrorCode.INVALID_OPTIONS,
+            f"finish.require_{role} is true but {where} is empty, so no workflow could finish; name the operators "
+            f"that count as a {role}, or omit the list to use those the library declares.",
+        )
+    return known_operators(registry, names, where)

@@ -25,6 +25,15 @@ def planned_total(graph: WorkflowGraph) -> int:
     return sum(planned_calls(stage) for stage in graph.stages)
 
 
+@dataclass(frozen=True)
+class CallPosition:
+    """Where one operator call sits: which of its node's draws, and which loop iteration."""
+
+    draw: int = 0
+    draws: int = 1
+    iteration: int | None = None
+
+
 @dataclass
 class RunContext:
     progress: ProgressCallback | None
@@ -41,12 +50,12 @@ class RunContext:
         self.llm_calls += calls
         self.tokens += tokens
 
-    async def node_started(self, node: OperatorNode) -> None:
+    async def node_started(self, node: OperatorNode, call: CallPosition) -> None:
         self.in_flight[node.id] = node.operator
         self._draws_in_flight[node.id] = self._draws_in_flight.get(node.id, 0) + 1
-        await self._emit(node, "started")
+        await self._emit(node, "started", call)
 
-    async def node_finished(self, node: OperatorNode) -> None:
+    async def node_finished(self, node: OperatorNode, call: CallPosition) -> None:
         left = self._draws_in_flight.get(node.id, 1) - 1
         if left > 0:
             self._draws_in_flight[node.id] = left
@@ -54,9 +63,9 @@ class RunContext:
             self._draws_in_flight.pop(node.id, None)
             self.in_flight.pop(node.id, None)
         self.completed += 1
-        await self._emit(node, "finished")
+        await self._emit(node, "finished", call)
 
-    async def _emit(self, node: OperatorNode, phase: str) -> None:
+    async def _emit(self, node: OperatorNode, phase: str, call: CallPosition) -> None:
         if self.progress is None:
             return
         event = ProgressEvent.model_validate(
@@ -66,6 +75,11 @@ class RunContext:
                 "phase": phase,
                 "completed": self.completed,
                 "total": max(self.total, self.completed),
+                "draw": call.draw,
+                "draws": call.draws,
+                "iteration": call.iteration,
+                "llm_calls": self.llm_calls,
+                "tokens": self.tokens,
             }
         )
         try:

@@ -26,7 +26,7 @@ import structlog
 
 from flowsteer_mcp.canvas.execution import NodeTrace
 from flowsteer_mcp.canvas.model import OperatorNode
-from flowsteer_mcp.engine.context import RunContext
+from flowsteer_mcp.engine.context import CallPosition, RunContext
 from flowsteer_mcp.engine.memo import MemoCache, MemoEntry, inputs_digest, memo_key
 from flowsteer_mcp.engine.metering import MeteredBackend
 from flowsteer_mcp.engine.state import FlowState
@@ -177,6 +177,7 @@ class NodeCaller:
                     draw=draw,
                     via=member,
                     note=describe_draw(draw, position, len(draws)),
+                    position=CallPosition(draw=position, draws=len(draws)),
                 )
             finally:
                 if member is not None:
@@ -197,6 +198,7 @@ class NodeCaller:
         draw: DrawSettings = GREEDY,
         via: ChatBackend | None = None,
         note: str | None = None,
+        position: CallPosition | None = None,
     ) -> NodeResult:
         """Run `node` on `state`; its trace row is appended to `sink` (also when the call is interrupted).
 
@@ -222,7 +224,8 @@ class NodeCaller:
             inputs_digest=inputs_digest(inputs),
             note=note,
         )
-        await self._ctx.node_started(node)
+        position = position or CallPosition(iteration=iteration)
+        await self._ctx.node_started(node, position)
         cached = self._memo.get(key) if self._memo is not None else None
         if cached is not None:
             output = cached.output
@@ -239,7 +242,7 @@ class NodeCaller:
         row.error = None if output.ok else output.error
         row.verdict = output.verdict if output.ok else None
         sink.append(row)
-        await self._ctx.node_finished(node)
+        await self._ctx.node_finished(node, position)
         return NodeResult(node=node, spec=spec, output=output, row=row)
 
     async def _compute(

@@ -1,10 +1,14 @@
-"""Assemble the MCP server: store + registry + executor -> workbench -> tools, resources, prompt.
+"""Assemble the MCP server: store + registry + executor -> workbench and jobs -> tools, resources, prompt.
 
-Over HTTP the app is wrapped, outermost first, in the Host/Origin check of `host_policy` (DNS-rebinding
-protection: off with a bearer token unless `--allowed-host` names are given; always on without a token, when
-only loopback binds are allowed) and the bearer-token check of `auth`. Beside the MCP endpoint, `/view/` serves
-the read-only canvas viewer of the same store; it checks the same token itself (bearer header or the session
-cookie a browser gets by signing in), so it sits beside the bearer middleware rather than behind it.
+Over HTTP the app is wrapped, outermost first, in the Host/Origin check of `host_policy` (a browser Origin is
+checked in every mode; the Host check is off with a credential unless `--allowed-host` names are given, and
+always on without one, when only loopback binds are allowed), then the credential: OAuth (`oauth/`) or the
+static bearer token of `auth`. Beside the MCP endpoint, `/view/` serves the read-only canvas viewer of the same
+store; with a static token it checks the token itself (bearer header or the session cookie a browser gets by
+signing in), so it sits beside the bearer middleware rather than behind it.
+
+Background jobs (`jobs.py`) run in the job group the server's lifespan opens: once for the HTTP app and the
+stdio loop, once per connection of an in-memory client.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mcp.server import MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -20,8 +25,12 @@ from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.server.auth import BearerTokenMiddleware
 from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy, check_bind
+from flowsteer_mcp.server.job_tools import register_job_tools
+from flowsteer_mcp.server.jobs import JobBoard
 from flowsteer_mcp.server.resources import register_resources
 from flowsteer_mcp.server.settings import ServerSettings
+from flowsteer_mcp.server.subscriptions import register_subscriptions
+from flowsteer_mcp.server.tasks import register_tasks
 from flowsteer_mcp.server.tools import register_tools
 from flowsteer_mcp.server.workbench import Workbench
 from flowsteer_mcp.store.base import WorkflowStore, open_store
@@ -59,17 +68,20 @@ class FlowSteerServer:
     mcp: MCPServer
     bench: Workbench
     settings: ServerSettings
+    jobs: JobBoard
 
     def http_app(self) -> ASGIApp:
-        """The streamable-HTTP ASGI app behind the host policy and, when a token is configured, bearer auth; the
-        viewer at `/view/` beside it, behind the same host policy and token.
+        """The streamable-HTTP ASGI app and the viewer at `/view/` beside it, behind the Host/Origin policy (Origin
+        checked in every mode) and the credential: a static bearer token (the viewer checks it itself, to also
+        accept its session cookie) or OAuth (server/oauth: both behind it, the viewer needing the read scope).
 
-        Raises UnsafeBindError for a non-loopback host without a token."""
-        from flowsteer_mcp.viewer.app import viewer_app  # lazily: the viewer is not needed over stdio
+        Raises UnsafeBindError for a non-loopback host without a credential."""
+        from flowsteer_mcp.server.oauth.gate import oauth_gate  # lazily, like the viewer: not needed over stdio
+        from flowsteer_mcp.viewer.app import viewer_app
 
         settings = self.settings
         token = settings.token.get_secret_value() if settings.token else None
-        check_bind(settings.host, authenticated=token is not None)
+        check_bind(settings.host, authenticated=settings.authenticated, oauth_available=True)
         app: ASGIApp = self.mcp.streamable_http_app(
             streamable_http_path=settings.path,
             max_request_body_size=settings.max_body_bytes,
@@ -80,8 +92,21 @@ class FlowSteerServer:
         if token is not None:
             app = BearerTokenMiddleware(app, token)
         app = PathDispatch(app, VIEWER_PATH, viewer_app(self.bench.store, token=token, base_path=VIEWER_PATH))
-        policy = HostPolicy.for_server(settings.host, settings.allowed_hosts, authenticated=token is not None)
-        return HostGuard(app, policy) if policy is not None else app
+        if settings.oauth is not None:
+            app = oauth_gate(
+                app,
+                settings.oauth,
+                list_tools=self.mcp.list_tools,
+                mcp_path=settings.path,
+                max_body_bytes=settings.max_body_bytes,
+            )
+        policy = HostPolicy.for_server(
+            settings.host,
+            settings.allowed_hosts,
+            authenticated=settings.authenticated,
+            allowed_origins=settings.allowed_origins,
+        )
+        return HostGuard(app, policy)
 
     async def aclose(self) -> None:
         await self.bench.store.close()
@@ -106,9 +131,18 @@ def build_server(
         persistent_ttl_s=settings.persistent_ttl_s,
     )
     observer = observer or ObservationBuilder.default()
+    jobs = JobBoard(max_running=settings.max_running_jobs)
     server = MCPServer(
-        name="flowsteer", title="FlowSteer workflow canvas", version=__version__, instructions=INSTRUCTIONS
+        name="flowsteer",
+        title="FlowSteer workflow canvas",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        subscriptions=(bus := InMemorySubscriptionBus()),  # what 2026-07-28 `subscriptions/listen` delivers
+        lifespan=lambda _: jobs.serving(),  # entered once by the HTTP app and the stdio loop, per in-memory client
     )
-    register_tools(server, bench, settings, observer)
+    checker = register_tools(server, bench, jobs, settings, observer)
+    register_job_tools(server, jobs, checker)
+    register_tasks(server, jobs, checker)
     register_resources(server, bench, observer)
-    return FlowSteerServer(mcp=server, bench=bench, settings=settings)
+    register_subscriptions(server, bench, bus)
+    return FlowSteerServer(mcp=server, bench=bench, settings=settings, jobs=jobs)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, get_args
+from typing import Annotated, Any, get_args
 
 from mcp import MCPError
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import UserMessage
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp.types import INVALID_PARAMS
+from mcp.types import INVALID_PARAMS, Resource
 from pydantic import Field
 
 from flowsteer_mcp.canvas.errors import CanvasError
@@ -21,6 +22,37 @@ from flowsteer_mcp.server.errors import PromptAndResourceErrors
 from flowsteer_mcp.server.tools import TaskTypeInput, catalog_of, detail_of, infer_task_type
 from flowsteer_mcp.server.workbench import Workbench, WorkflowNotFound
 
+OPERATORS_URI = "flowsteer://operators"
+WORKFLOW_URI = "flowsteer://workflows/{workflow_id}"
+MERMAID_URI = WORKFLOW_URI + "/mermaid"
+TASK_PREVIEW_CHARS = 120
+
+
+class LiveWorkflowsListed:
+    """Middleware for resources/list: after the static resources, each live workflow's state (WORKFLOW_URI).
+
+    Why: hosts that offer resources from the list (not from templates) can then offer workflows too, and the
+    list changes exactly on create, delete and expiry, which `subscriptions` announces (`listChanged`)."""
+
+    def __init__(self, bench: Workbench) -> None:
+        self.bench = bench
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "resources/list" or not isinstance(result, dict):
+            return result
+        listed = [
+            Resource(
+                uri=WORKFLOW_URI.format(workflow_id=record.workflow_id),
+                name=record.workflow_id,
+                title=f"Workflow {record.workflow_id}",
+                description=record.state.task.problem[:TASK_PREVIEW_CHARS],
+                mime_type="application/json",
+            ).model_dump(by_alias=True, mode="json", exclude_none=True)
+            for record in await self.bench.list()
+        ]
+        return {**result, "resources": [*result.get("resources", []), *listed]}
+
 
 def unknown_workflow(workflow_id: str) -> ResourceNotFoundError:
     """Not found (not an internal error): the client names a workflow that does not exist (any more)."""
@@ -31,9 +63,10 @@ def unknown_workflow(workflow_id: str) -> ResourceNotFoundError:
 
 def register_resources(server: MCPServer, bench: Workbench, observer: ObservationBuilder) -> None:
     server.middleware.append(PromptAndResourceErrors(server))
+    server.middleware.append(LiveWorkflowsListed(bench))
 
     @server.resource(
-        "flowsteer://operators",
+        OPERATORS_URI,
         title="Operator library",
         mime_type="application/json",
         description="the operator library (names, categories, roles, what each does and when to use it)",
@@ -42,7 +75,7 @@ def register_resources(server: MCPServer, bench: Workbench, observer: Observatio
         return catalog_of(bench).model_dump_json(indent=2)
 
     @server.resource(
-        "flowsteer://workflows/{workflow_id}",
+        WORKFLOW_URI,
         title="Workflow state",
         mime_type="application/json",
         description="a workflow's full state, as get_workflow returns it",
@@ -55,7 +88,7 @@ def register_resources(server: MCPServer, bench: Workbench, observer: Observatio
             raise unknown_workflow(workflow_id) from None
 
     @server.resource(
-        "flowsteer://workflows/{workflow_id}/mermaid",
+        MERMAID_URI,
         title="Workflow diagram (Mermaid)",
         mime_type="text/vnd.mermaid",
         description="a workflow as a Mermaid flowchart",
@@ -83,15 +116,21 @@ def register_resources(server: MCPServer, bench: Workbench, observer: Observatio
             ),
         ] = "paper",
     ) -> list[UserMessage]:
+        from flowsteer_mcp.canvas.text import excerpt  # what came is quoted only as a short excerpt
+
         # Only an MCPError reaches the client with its message; anything else becomes "Internal server error".
+        # The arguments' sizes, names and Unicode are checked before this runs (server/errors.py).
         if not task.strip():
             raise MCPError(INVALID_PARAMS, "task is empty: pass the problem statement the workflow should solve.")
         if task_type not in get_args(TaskTypeInput):
             raise MCPError(
-                INVALID_PARAMS, f"Unknown task_type {task_type!r}; use one of {', '.join(get_args(TaskTypeInput))}."
+                INVALID_PARAMS,
+                f"Unknown task_type {excerpt(task_type)}; use one of {', '.join(get_args(TaskTypeInput))}.",
             )
         if finish not in FINISH_PRESETS:
-            raise MCPError(INVALID_PARAMS, f"Unknown finish preset {finish!r}; use one of {', '.join(FINISH_PRESETS)}.")
+            raise MCPError(
+                INVALID_PARAMS, f"Unknown finish preset {excerpt(finish)}; use one of {', '.join(FINISH_PRESETS)}."
+            )
         try:
             validate_task(CanvasLimits(), problem=task)
         except CanvasError as error:

@@ -7,9 +7,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowsteer_mcp.canvas.execution import NodeTrace
-from flowsteer_mcp.canvas.options import FinishPolicy, TaskSpec
+from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.canvas.session import EpisodeEnd
 from flowsteer_mcp.canvas.step import ExecutionView, StateView, StepResult
+from flowsteer_mcp.server.arguments import FinishPolicyInput, OperatorNames
 
 
 class WorkflowOptionsInput(BaseModel):
@@ -20,7 +21,7 @@ class WorkflowOptionsInput(BaseModel):
     max_rounds: int = Field(
         default=20, ge=1, le=1_000_000, description="round budget: every act / edit / finish call is one round"
     )
-    finish: Literal["paper", "relaxed"] | FinishPolicy = Field(
+    finish: Literal["paper", "relaxed"] | FinishPolicyInput = Field(
         default="paper",
         description="finish gate: 'paper' (>= 5 operators, a structure, solver + checker, ...) or 'relaxed' (>= 1 operator)",
     )
@@ -30,7 +31,7 @@ class WorkflowOptionsInput(BaseModel):
     prompt_turns: bool = Field(
         default=True, description="act: ask for a node's prompt in the next turn when none is inline"
     )
-    disabled_operators: list[str] = Field(
+    disabled_operators: OperatorNames = Field(
         default_factory=list, description="operator names this workflow may not use (from list_operators)"
     )
 

@@ -31,9 +31,23 @@ from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec, TaskType
 from flowsteer_mcp.canvas.session import Canvas, CanvasState, execution_view
 from flowsteer_mcp.canvas.step import StepResult
-from flowsteer_mcp.canvas.validate import CanvasRules, validate_task
+from flowsteer_mcp.canvas.validate import CanvasRules, validate_options, validate_task
+from flowsteer_mcp.server.activity import JOB_ACTIVITY
+from flowsteer_mcp.server.arguments import (
+    ActText,
+    AnswerText,
+    EntryPoint,
+    ImportSpec,
+    Name,
+    PromptText,
+    PublicTests,
+    StageOperators,
+    StagePrompts,
+    TaskText,
+)
 from flowsteer_mcp.server.errors import ToolArguments, ToolCallErrors
-from flowsteer_mcp.server.progress import ToolProgress
+from flowsteer_mcp.server.jobs import JobBoard, busy_message
+from flowsteer_mcp.server.progress import tool_progress
 from flowsteer_mcp.server.results import (
     CreatedWorkflow,
     Deleted,
@@ -89,7 +103,9 @@ def infer_task_type(task_type: str, entry_point: str | None, public_tests: str |
     return "code" if entry_point or public_tests else "general"
 
 
-def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings, observer: ObservationBuilder) -> None:
+def register_tools(
+    server: MCPServer, bench: Workbench, jobs: JobBoard, settings: ServerSettings, observer: ObservationBuilder
+) -> ToolArguments:
     registry = bench.registry
     arguments = ToolArguments()
     server.middleware.append(ToolCallErrors(server, arguments))
@@ -107,12 +123,10 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         given = given or WorkflowOptionsInput()
         if given.max_rounds > settings.max_rounds_cap:
             raise ToolError(f"max_rounds {given.max_rounds} exceeds this server's cap of {settings.max_rounds_cap}.")
-        unknown = [n for n in given.disabled_operators if n not in registry]
-        if unknown:
-            raise ToolError(
-                f"Unknown operators in disabled_operators: {', '.join(unknown)}. Valid: {', '.join(registry.names())}."
-            )
-        return CanvasOptions(**given.model_dump(), limits=settings.limits)
+        try:  # operator names checked against the library, and a finish gate some workflow can pass
+            return validate_options(registry, CanvasOptions(**given.model_dump(), limits=settings.limits))
+        except CanvasError as error:
+            raise ToolError(f"{error.code.value}: {error.message}") from None
 
     def task_from(task: str, task_type: TaskTypeInput, entry_point: str | None, public_tests: str | None) -> TaskSpec:
         if not task.strip():
@@ -129,6 +143,9 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
 
     @asynccontextmanager
     async def opened(workflow_id: str, *, write: bool = True) -> AsyncIterator[Canvas]:
+        busy = jobs.running_on(workflow_id) if write else None
+        if busy is not None and JOB_ACTIVITY.get() is not busy.activity:  # never queue minutes behind a job
+            raise ToolError(busy_message(workflow_id, busy))
         try:
             async with bench.open(workflow_id, write=write) as canvas:
                 yield canvas
@@ -142,8 +159,14 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         except WorkflowNotSaved as error:
             raise ToolError(str(error)) from None
 
-    def progress_to(ctx: Context) -> ProgressCallback:
-        return ToolProgress(ctx.report_progress)
+    @asynccontextmanager
+    async def working(workflow_id: str, ctx: Context, phase: str) -> AsyncIterator[tuple[Canvas, ProgressCallback]]:
+        """The workflow opened for a step that may run it, with progress (and a heartbeat) for the caller."""
+        async with (
+            tool_progress(ctx.report_progress, phase, settings.progress_interval_s) as progress,
+            opened(workflow_id) as canvas,
+        ):
+            yield canvas, progress
 
     def step(workflow_id: str, result: StepResult) -> WorkflowStep:
         return WorkflowStep(workflow_id=workflow_id, **result.model_dump())
@@ -168,10 +191,12 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
 
     @tool("Create workflow", CREATES)
     async def create_workflow(
-        task: Annotated[str, Field(description="the problem the workflow must solve")],
+        task: Annotated[TaskText, Field(description="the problem the workflow must solve")],
         task_type: Annotated[TaskTypeInput, Field(description="math, code, qa, general, or auto")] = "auto",
-        entry_point: Annotated[str | None, Field(description="code tasks: the function to implement")] = None,
-        public_tests: Annotated[str | None, Field(description="code tasks: tests visible to the workflow")] = None,
+        entry_point: Annotated[EntryPoint | None, Field(description="code tasks: the function to implement")] = None,
+        public_tests: Annotated[
+            PublicTests | None, Field(description="code tasks: tests visible to the workflow")
+        ] = None,
         options: WorkflowOptionsInput | None = None,
     ) -> CreatedWorkflow:
         """Create a new empty workflow canvas for a task; returns its workflow_id, state and first observation."""
@@ -182,20 +207,20 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
     async def act(
         workflow_id: WorkflowId,
         text: Annotated[
-            str, Field(description="one Flow-Director turn in the tag dialect, or a prompt text when asked")
+            ActText, Field(description="one Flow-Director turn in the tag dialect, or a prompt text when asked")
         ],
         ctx: Context,
     ) -> WorkflowStep:
         """Apply one Flow-Director turn (e.g. <action>add</action><operator>Plan</operator>); costs one round."""
-        async with opened(workflow_id) as canvas:
-            return step(workflow_id, await canvas.act(text, progress_to(ctx)))
+        async with working(workflow_id, ctx, "act") as (canvas, progress):
+            return step(workflow_id, await canvas.act(text, progress))
 
     @tool("Add operator", ADDS_AND_RUNS)
     async def add_operator(
         workflow_id: WorkflowId,
         operator: OperatorName,
         ctx: Context,
-        prompt: Annotated[str | None, Field(description="custom instruction for this node")] = None,
+        prompt: Annotated[PromptText | None, Field(description="custom instruction for this node")] = None,
         position: Annotated[int | None, Field(description="0-based stage index; default appends")] = None,
         samples: Annotated[
             int, Field(description="draws (1-16): the first greedy, the rest sampled; candidates for the next stage")
@@ -203,8 +228,8 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
     ) -> WorkflowStep:
         """Add one operator stage (appended, or inserted at `position`)."""
         blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples)
-        async with opened(workflow_id) as canvas:
-            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
+        async with working(workflow_id, ctx, "add_operator") as (canvas, progress):
+            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
 
     @tool(f"Add structure ({', '.join(kind.name for kind in STRUCTURES)})", ADDS_AND_RUNS)
     async def add_structure(
@@ -212,15 +237,15 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         structure: Annotated[StructureKindName, Field(description=_STRUCTURE_KINDS_DOC)],
         ctx: Context,
         operators: Annotated[
-            list[str] | None, Field(description="parallel branches, loop body, or fallback [attempt, fallback]")
+            StageOperators | None, Field(description="parallel branches, loop body, or fallback [attempt, fallback]")
         ] = None,
-        condition: Annotated[str | None, Field(description="conditional: the checker (Verify, Test, Review)")] = None,
-        on_fail: Annotated[str | None, Field(description="conditional: run when the check FAILS")] = None,
+        condition: Annotated[Name | None, Field(description="conditional: the checker (Verify, Test, Review)")] = None,
+        on_fail: Annotated[Name | None, Field(description="conditional: run when the check FAILS")] = None,
         on_pass: Annotated[
-            str | None, Field(description="conditional: run when the check passes; omit for done")
+            Name | None, Field(description="conditional: run when the check passes; omit for done")
         ] = None,
         count: Annotated[int | None, Field(description="loop: maximum iterations (1-10)")] = None,
-        prompts: Annotated[list[str | None] | None, Field(description="one prompt per operator, in order")] = None,
+        prompts: Annotated[StagePrompts | None, Field(description="one prompt per operator, in order")] = None,
         position: Annotated[int | None, Field(description="0-based stage index; default appends")] = None,
     ) -> WorkflowStep:
         """Add a parallel, conditional (`condition ? on_fail : on_pass|done`), loop or fallback (`A ?? B`: B runs
@@ -229,8 +254,8 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
             operators=operators, condition=condition, on_fail=on_fail, on_pass=on_pass, count=count, prompts=prompts
         )
         blueprint = _structure_blueprint(structure, args)
-        async with opened(workflow_id) as canvas:
-            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress_to(ctx)))
+        async with working(workflow_id, ctx, "add_structure") as (canvas, progress):
+            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
 
     @tool("Delete node", DESTRUCTIVE_AND_RUNS)
     async def delete_node(
@@ -240,9 +265,9 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         with_parent: Annotated[bool, Field(description="deleting a child removes its whole stage")] = False,
     ) -> WorkflowStep:
         """Delete a stage, or a child node when its structure stays valid."""
-        async with opened(workflow_id) as canvas:
+        async with working(workflow_id, ctx, "delete_node") as (canvas, progress):
             action = DeleteNode(node_id=node_id, with_parent=with_parent)
-            return step(workflow_id, await canvas.edit(action, progress_to(ctx)))
+            return step(workflow_id, await canvas.edit(action, progress))
 
     @tool("Modify node (replace its operator)", DESTRUCTIVE_AND_RUNS)
     async def modify_node(
@@ -250,32 +275,32 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         node_id: NodeId,
         operator: OperatorName,
         ctx: Context,
-        prompt: Annotated[str | None, Field(description="new instruction; omitted = operator default")] = None,
+        prompt: Annotated[PromptText | None, Field(description="new instruction; omitted = operator default")] = None,
         samples: Annotated[
             int | None, Field(description="draws of this node (1-16, omitted = 1); see add_operator")
         ] = None,
     ) -> WorkflowStep:
         """Replace the operator of a node (top-level or inside a structure); its id stays the same."""
-        async with opened(workflow_id) as canvas:
+        async with working(workflow_id, ctx, "modify_node") as (canvas, progress):
             action = ModifyNode(node_id=node_id, operator=operator, prompt=prompt, samples=samples)
-            return step(workflow_id, await canvas.edit(action, progress_to(ctx)))
+            return step(workflow_id, await canvas.edit(action, progress))
 
     @tool("Set node prompt", OVERWRITES_AND_RUNS)
     async def set_prompt(
         workflow_id: WorkflowId,
         node_id: NodeId,
-        prompt: Annotated[str, Field(description="the node's custom instruction")],
+        prompt: Annotated[PromptText, Field(description="the node's custom instruction")],
         ctx: Context,
     ) -> WorkflowStep:
         """Set the custom prompt (instruction) of an operator node."""
-        async with opened(workflow_id) as canvas:
-            return step(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress_to(ctx)))
+        async with working(workflow_id, ctx, "set_prompt") as (canvas, progress):
+            return step(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress))
 
     @tool("Run workflow", RUNS)
     async def run_workflow(workflow_id: WorkflowId, ctx: Context) -> RunResult:
         """Execute the workflow now (progress notifications per node); no round is used."""
-        async with opened(workflow_id) as canvas:
-            report = await canvas.run(progress_to(ctx))
+        async with working(workflow_id, ctx, "run_workflow") as (canvas, progress):
+            report = await canvas.run(progress)
         view = execution_view(report, fresh=True)
         assert view is not None
         return RunResult(workflow_id=workflow_id, execution=view, trace=report.trace)
@@ -285,12 +310,13 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
         workflow_id: WorkflowId,
         ctx: Context,
         answer: Annotated[
-            str | None, Field(description="optional claimed answer (recorded; the executed output is the answer)")
+            AnswerText | None,
+            Field(description="optional claimed answer (recorded; the executed output is the answer)"),
         ] = None,
     ) -> WorkflowStep:
         """Ask to finish: the finish gate accepts or names the unmet constraint (a rejection costs a round)."""
-        async with opened(workflow_id) as canvas:
-            return step(workflow_id, await canvas.finish(answer, progress_to(ctx)))
+        async with working(workflow_id, ctx, "finish") as (canvas, progress):
+            return step(workflow_id, await canvas.finish(answer, progress))
 
     @tool("Get workflow", READ_ONLY)
     async def get_workflow(workflow_id: WorkflowId) -> WorkflowDetail:
@@ -318,12 +344,12 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
 
     @tool("Import workflow", CREATES)
     async def import_workflow(
-        spec: Annotated[str, Field(description="a JSON export or a DSL string")],
-        task: Annotated[str, Field(description="the problem the imported workflow is for")],
+        spec: Annotated[ImportSpec, Field(description="a JSON export or a DSL string")],
+        task: Annotated[TaskText, Field(description="the problem the imported workflow is for")],
         format: Annotated[Literal["auto", "json", "dsl"], Field(description="auto detects JSON vs DSL")] = "auto",
         task_type: TaskTypeInput = "auto",
-        entry_point: str | None = None,
-        public_tests: str | None = None,
+        entry_point: EntryPoint | None = None,
+        public_tests: PublicTests | None = None,
         options: WorkflowOptionsInput | None = None,
     ) -> CreatedWorkflow:
         """Create a workflow from a JSON export or a DSL string (validated like any edit)."""
@@ -369,6 +395,8 @@ def register_tools(server: MCPServer, bench: Workbench, settings: ServerSettings
                 )
             )
         return WorkflowList(workflows=summaries)
+
+    return arguments
 
 
 def detail_of(workflow_id: str, canvas: Canvas) -> WorkflowDetail:

@@ -131,12 +131,11 @@ class ViewerServer(uvicorn.Server):
 
 
 async def serve_viewer(store: WorkflowStore, host: str, port: int, token: str | None, poll_s: float) -> None:
-    """Serve the viewer alone (`flowsteer-mcp view`) behind the MCP server's Host check; prints
+    """Serve the viewer alone (`flowsteer-mcp view`) behind the MCP server's Host/Origin check; prints
     `viewer: URL` once it listens, which is what scripts (and `make demo`) wait for."""
     bind = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     viewer = viewer_app(store, token=token, base_path="/view", poll_s=poll_s)
-    policy = HostPolicy.for_server(bind, [], authenticated=token is not None)
-    app: ASGIApp = HostGuard(viewer, policy) if policy is not None else viewer
+    app: ASGIApp = HostGuard(viewer, HostPolicy.for_server(bind, [], authenticated=token is not None))
     config = uvicorn.Config(
         app, host=bind, port=port, log_level="warning", timeout_graceful_shutdown=math.ceil(poll_s) + 5
     )

@@ -297,11 +297,9 @@ def episodes_app(run_dir: Path, *, token: str | None = None) -> Starlette:
 
 
 async def serve_episodes(run_dir: Path, *, host: str, port: int, token: str | None, log_level: str = "warning") -> None:
-    """Serve `episodes_app` with the MCP server's bind rule and DNS-rebinding Host check."""
+    """Serve `episodes_app` with the MCP server's bind rule and Host/Origin check."""
     check_bind(host, authenticated=token is not None)
     app: ASGIApp = episodes_app(run_dir, token=token)
-    policy = HostPolicy.for_server(host, (), authenticated=token is not None)
-    if policy is not None:
-        app = SecurityHeadersMiddleware(HostGuard(app, policy))
+    app = SecurityHeadersMiddleware(HostGuard(app, HostPolicy.for_server(host, (), authenticated=token is not None)))
     log.info("episode_browser", run_dir=str(run_dir), host=host, port=port, auth="token" if token else "none")
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level.lower())).serve()

@@ -12,9 +12,9 @@ from flowsteer_mcp.canvas.blueprint import LoopBlueprint, OperatorBlueprint
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.export import export_json, import_dsl, import_json
 from flowsteer_mcp.canvas.numbers import MAX_NUMBER
-from flowsteer_mcp.canvas.options import CanvasLimits, CanvasOptions, TaskSpec
+from flowsteer_mcp.canvas.options import CanvasLimits, CanvasOptions, FinishPolicy, TaskSpec
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
-from flowsteer_mcp.canvas.validate import CanvasRules, validate_task
+from flowsteer_mcp.canvas.validate import CanvasRules, validate_options, validate_task
 from operators.registry import default_registry
 
 REGISTRY = default_registry()
@@ -195,7 +195,7 @@ def test_imports_reject_unpaired_surrogates() -> None:
         ({"entry_point": "import os; os.system('x')"}, "entry_point must be a Python identifier"),
         ({"entry_point": "def"}, "entry_point must be a Python identifier"),
         ({"entry_point": "f" * 101}, "entry_point is 101 characters; the limit is 100"),
-        ({"public_tests": "assert True\n" * 10_000}, "public_tests is 120000 characters; the limit is 100000"),
+        ({"public_tests": "assert True\n" * 10_000}, "public_tests is 120000 characters; the limit is 8000"),
     ],
 )
 def test_task_fields_are_validated(fields: dict[str, str], fragment: str) -> None:
@@ -272,8 +272,61 @@ async def test_a_pending_modify_stores_the_canonical_target() -> None:
     assert result.ok is True and result.state.dsl == "Verify ? Custom : done"
 
 
+def test_a_huge_value_quoted_by_the_json_validator_is_clipped() -> None:
+    """Found by hostile_load: pydantic quotes a wrong union tag whole (`Input tag 'node_999…' found using 'kind'`)."""
+    document = json_export()
+    document["graph"]["stages"][0]["kind"] = "node_" + "9" * 4400  # type: ignore[index]
+    error = import_error(json.dumps(document), json_format=True)
+    rejected(error, ErrorCode.INVALID_IMPORT, "Invalid workflow JSON at graph.stages.0", "Input tag")
+
+
 def test_a_huge_unknown_json_key_is_echoed_only_as_an_excerpt() -> None:
     document = json_export()
     document["graph"]["stages"][0]["k" * 50_000] = 1  # type: ignore[index]
     error = import_error(json.dumps(document), json_format=True)
     rejected(error, ErrorCode.INVALID_IMPORT, "Extra inputs are not permitted")
+
+
+# ----- options (issue #33): names the library knows, a gate some workflow can pass ---------------------------
+def options_error(**options: object) -> CanvasError:
+    with pytest.raises(CanvasError) as caught:
+        validate_options(REGISTRY, CanvasOptions(**options))  # type: ignore[arg-type]
+    return caught.value
+
+
+@pytest.mark.parametrize("where", ["disabled_operators", "finish.solver_operators", "finish.checker_operators"])
+def test_unknown_option_operators_are_named_as_short_excerpts(where: str) -> None:
+    names = ["Plan", "W" * 1_000_000] + [f"Dance{k}" for k in range(30)]
+    field = where.removeprefix("finish.")
+    options = {field: names} if where == field else {"finish": FinishPolicy(**{field: names})}
+    error = rejected(options_error(**options), ErrorCode.UNKNOWN_OPERATOR, f"Unknown operators in {where}: 'WWW")
+    assert "(1000000 characters)" in error.message and "'Dance3'" in error.message and "and 26 more" in error.message
+    assert "'Plan'" not in error.message and "Valid: Plan, Decompose" in error.message
+
+
+def test_option_operators_are_stored_in_their_registered_spelling_once() -> None:
+    policy = FinishPolicy(solver_operators=["programmer", "Programmer ", "Custom"], checker_operators=["TEST"])
+    checked = validate_options(REGISTRY, CanvasOptions(finish=policy, disabled_operators=["review", "Review"]))
+    assert checked.disabled_operators == ["Review"]
+    finish = checked.finish_policy()
+    assert (finish.solver_operators, finish.checker_operators) == (["Programmer", "Custom"], ["Test"])
+    untouched = validate_options(REGISTRY, CanvasOptions(finish="paper"))
+    assert untouched.finish == "paper" and untouched.finish_policy().solver_operators is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "fragment"),
+    [
+        (FinishPolicy(min_operators=49), "finish.min_operators is 49, but a workflow holds at most 48 operators"),
+        (FinishPolicy(min_operators=10**4300), "more than 6 digits"),
+        (FinishPolicy(require_solver=True, solver_operators=[]), "finish.require_solver is true but"),
+        (FinishPolicy(require_checker=True, checker_operators=[]), "finish.checker_operators is empty"),
+        (FinishPolicy(preset=f"mine{SURROGATE}"), "finish.preset contains an unpaired surrogate"),
+    ],
+)
+def test_a_finish_gate_no_workflow_could_pass_is_refused(policy: FinishPolicy, fragment: str) -> None:
+    rejected(
+        options_error(finish=policy),
+        ErrorCode.INVALID_OPTIONS if "preset" not in fragment else ErrorCode.INVALID_TEXT,
+        fragment,
+    )

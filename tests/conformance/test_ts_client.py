@@ -51,6 +51,10 @@ ANNOTATIONS: dict[str, tuple[bool, bool | None, bool, bool]] = {
     "export_workflow": (True, None, True, False),
     "list_workflows": (True, None, True, False),
     "delete_workflow": (False, True, True, False),
+    "start_job": (False, True, False, True),
+    "get_job": (True, None, True, False),
+    "cancel_job": (False, True, False, False),
+    "list_jobs": (True, None, True, False),
 }
 
 

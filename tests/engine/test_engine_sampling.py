@@ -12,7 +12,7 @@ from flowsteer_mcp.canvas.execution import NodeTrace
 from flowsteer_mcp.canvas.model import OperatorNode, ParallelStage, WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.engine import WorkflowEngine
-from flowsteer_mcp.engine.context import RunContext, planned_total
+from flowsteer_mcp.engine.context import CallPosition, RunContext, planned_total
 from flowsteer_mcp.engine.memo import memo_key
 from flowsteer_mcp.engine.node_call import CallSettings, derived_seed, draw_for
 from flowsteer_mcp.engine.stages import branch_draws
@@ -321,12 +321,13 @@ async def test_llm_calls_count_requests_sent_so_a_shared_n_request_counts_once()
 async def test_a_node_stays_in_flight_until_its_last_draw_finishes() -> None:
     ctx = RunContext(progress=None, total=3)
     node = sampled("node_1", 3)
-    for _ in range(3):
-        await ctx.node_started(node)
-    await ctx.node_finished(node)
-    await ctx.node_finished(node)
+    draws = [CallPosition(draw=index, draws=3) for index in range(3)]
+    for draw in draws:
+        await ctx.node_started(node, draw)
+    await ctx.node_finished(node, draws[0])
+    await ctx.node_finished(node, draws[2])
     assert ctx.in_flight == {"node_1": "SampleEchoDouble"}
-    await ctx.node_finished(node)
+    await ctx.node_finished(node, draws[1])
     assert ctx.in_flight == {} and ctx.completed == 3
 
 

@@ -1,5 +1,6 @@
 """The HTTP access rules in-process (fast): Host/Origin parsing and policy, bearer-header parsing, settings that
-can never work, and the app refusing rebound names on every loopback bind form."""
+can never work, the app refusing rebound names on every loopback bind form, and browser origins checked with a
+token too."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from starlette.types import Receive, Scope, Send
 from flowsteer_mcp.cli import mcp_main
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.server.auth import BearerTokenMiddleware, token_problem
-from flowsteer_mcp.server.host_policy import HostPolicy, UnsafeBindError, is_loopback_name, split_authority
+from flowsteer_mcp.server.host_policy import (
+    HostPolicy,
+    UnsafeBindError,
+    allowed_origin,
+    is_loopback_name,
+    split_authority,
+    split_origin,
+)
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
 
@@ -52,10 +60,54 @@ def test_other_names_are_not_loopback(name: str) -> None:
     assert not is_loopback_name(name)
 
 
-def test_a_token_without_named_hosts_needs_no_host_check() -> None:
-    assert HostPolicy.for_server("0.0.0.0", [], authenticated=True) is None
-    assert HostPolicy.for_server("127.0.0.1", [], authenticated=False) is not None
-    assert HostPolicy.for_server("0.0.0.0", ["myname"], authenticated=True) is not None
+def test_a_token_without_named_hosts_needs_no_host_check_but_origin_is_checked() -> None:
+    with_token = HostPolicy.for_server("0.0.0.0", [], authenticated=True)
+    assert not with_token.check_host
+    assert with_token.accepts_origin("http://localhost:5173") and with_token.accepts_origin("https://127.0.0.1")
+    assert not with_token.accepts_origin("https://evil.example") and not with_token.accepts_origin("null")
+    assert HostPolicy.for_server("127.0.0.1", [], authenticated=False).check_host
+    assert HostPolicy.for_server("0.0.0.0", ["myname"], authenticated=True).check_host
+
+
+@pytest.mark.parametrize(
+    ("value", "canonical"),
+    [
+        ("https://App.Example", "https://app.example"),
+        ("HTTPS://app.example:443", "https://app.example"),
+        ("http://app.example:80", "http://app.example"),
+        ("https://app.example:8443", "https://app.example:8443"),
+        ("http://[0:0:0:0:0:0:0:2]:3000", "http://[::2]:3000"),
+        (" http://10.0.0.7:8080 ", "http://10.0.0.7:8080"),
+    ],
+)
+def test_allowed_origins_are_canonicalised(value: str, canonical: str) -> None:
+    assert allowed_origin(value) == canonical
+    assert ServerSettings(allowed_origins=[value]).allowed_origins == [canonical]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["app.example", "null", "*", "ftp://app.example", "https://app.example/", "https://app.example/x", "https://"],
+)
+def test_allowed_origins_must_be_origins(value: str) -> None:
+    with pytest.raises(ValidationError, match="must be scheme://host"):
+        ServerSettings(allowed_origins=[value])
+
+
+def test_an_allowed_origin_matches_scheme_name_and_port_exactly() -> None:
+    policy = HostPolicy.for_server(
+        "0.0.0.0", [], authenticated=True, allowed_origins=["https://app.example:8443", "http://tools.example"]
+    )
+    for origin in ["https://app.example:8443", "HTTPS://APP.EXAMPLE:8443", "http://tools.example:80"]:
+        assert policy.accepts_origin(origin), origin
+    for origin in [
+        "https://app.example",
+        "http://app.example:8443",
+        "https://app.example:8444",
+        "https://tools.example",
+    ]:
+        assert not policy.accepts_origin(origin), origin
+    assert split_origin("http://tools.example") == ("http", "tools.example", 80)
 
 
 def test_policy_accepts_loopback_names_the_bind_address_and_named_hosts_with_any_port() -> None:
@@ -156,6 +208,7 @@ def test_beyond_loopback_a_token_is_required(registry: OperatorRegistry, bind: s
         ({"FLOWSTEER_MCP_TOKEN": "  "}, [], "FLOWSTEER_MCP_TOKEN is empty or only whitespace"),
         ({"MY_SECRET": ""}, ["--token-env", "MY_SECRET"], "MY_SECRET is empty or only whitespace"),
         ({}, ["--allowed-host", "myname:8080"], "allowed_hosts: allowed host 'myname:8080' must be"),
+        ({}, ["--allowed-origin", "app.example"], "allowed_origins: allowed origin 'app.example' must be"),
     ],
 )
 def test_the_command_explains_unusable_settings(
@@ -171,3 +224,21 @@ def test_the_command_explains_unusable_settings(
     assert mcp_main(["--transport", "http", "--no-executor", "--log-level", "WARNING", *args]) == 2
     error = capsys.readouterr().err
     assert message in error and "errors.pydantic.dev" not in error
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0", "127.0.0.1"])
+async def test_with_a_token_browser_origins_are_still_checked(registry: OperatorRegistry, bind: str) -> None:
+    """The MCP specification makes servers validate Origin; a token does not turn that off (it did before)."""
+    auth = {"Authorization": f"Bearer {SECRET}"}
+    async with served(registry, host=bind, token=SECRET, allowed_origins=["https://app.example"]) as client:
+        evil = await client.post("/mcp", json={}, headers=auth | {"Origin": "https://evil.example"})
+        evil_viewer = await client.get("/view/", headers=auth | {"Origin": "http://evil.example:8765"})
+        no_origin = await client.get("/view/", headers=auth)
+        loopback = await client.get("/view/", headers=auth | {"Origin": "http://localhost:8765"})
+        allowed = await client.get("/view/", headers=auth | {"Origin": "https://app.example"})
+        other_name = await client.get("/view/", headers=auth | {"Host": "proxy.example:443"})
+    assert evil.status_code == 403 and evil.json()["error"] == "invalid_origin"
+    assert "--allowed-origin" in evil.json()["message"]
+    assert evil_viewer.status_code == 403
+    assert no_origin.status_code == 200 and loopback.status_code == 200 and allowed.status_code == 200
+    assert other_name.status_code == 200  # the Host check stays off with a token

@@ -1,5 +1,5 @@
 """Remote HTTP mode end to end: the README's remote command and client configuration, verbatim, from another
-process, and the DNS-rebinding policy (Host/Origin) on every bind form, with and without a bearer token."""
+process, and the Host/Origin policy on every bind form, with and without a bearer token (Origin in every mode)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,44 @@ async def test_with_a_token_any_host_name_reaches_the_server(remote: HttpServerP
         anonymous = await raw.post(remote.url, json=INITIALIZE, headers=MCP_HEADERS | proxied)
     assert authorized.status_code == 200, authorized.text
     assert anonymous.status_code == 401
+
+
+async def test_with_a_token_browser_origins_are_still_checked(remote: HttpServerProcess) -> None:
+    """The token guards against strangers, not against a page of another site that a user's browser runs."""
+    authorized = MCP_HEADERS | {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient() as raw:
+
+        async def post(**headers: str) -> httpx.Response:
+            return await raw.post(remote.url, json=INITIALIZE, headers=authorized | headers)
+
+        evil = await post(Origin="https://evil.example")
+        rebound = await post(Host=f"evil.example:{remote.port}", Origin=f"http://evil.example:{remote.port}")
+        assert (await post()).status_code == 200  # non-browser clients send no Origin
+        assert (await post(Origin=f"http://127.0.0.1:{remote.port}")).status_code == 200
+        assert (await post(Origin="http://localhost:5173")).status_code == 200
+    assert evil.status_code == 403 and evil.json()["error"] == "invalid_origin"
+    assert rebound.status_code == 403
+
+
+async def test_allowed_origin_admits_exactly_that_origin() -> None:
+    with HttpServerProcess(
+        "--no-executor",
+        "--allowed-origin",
+        "https://app.example:8443",
+        host="0.0.0.0",
+        env={"FLOWSTEER_MCP_TOKEN": TOKEN},
+    ) as server:
+        authorized = MCP_HEADERS | {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient() as raw:
+
+            async def post(origin: str) -> int:
+                response = await raw.post(server.url, json=INITIALIZE, headers=authorized | {"Origin": origin})
+                return response.status_code
+
+            assert await post("https://app.example:8443") == 200
+            assert await post("https://app.example") == 403
+            assert await post("http://app.example:8443") == 403
+            assert await post("https://evil.example:8443") == 403
 
 
 LOOPBACK_BINDS = ["127.0.0.1", "127.0.0.2", "0:0:0:0:0:0:0:1", "[::1]"]

@@ -109,7 +109,7 @@ async def test_custom_finish_policy_object_is_accepted(tools: ToolCaller) -> Non
     ("arguments", "expected"),
     [
         ({"options": {"max_rounds": 201}}, "exceeds this server's cap of 200"),
-        ({"options": {"disabled_operators": ["Review", "Dance"]}}, "Unknown operators in disabled_operators: Dance"),
+        ({"options": {"disabled_operators": ["Review", "Dance"]}}, "Unknown operators in disabled_operators: 'Dance'"),
         ({"options": {"max_rounds": 0}}, "max_rounds"),
         ({"options": {"finish": "strict"}}, "finish"),
         ({"options": {"turbo": True}}, "turbo"),
@@ -214,17 +214,30 @@ async def test_tool_annotations_mark_read_only_and_destructive_tools(tools: Tool
         "import_workflow",
         "delete_workflow",
         "list_workflows",
+        "start_job",
+        "get_job",
+        "cancel_job",
+        "list_jobs",
     }
     hints = {name: tool.annotations for name, tool in listed.items() if tool.annotations is not None}
     assert set(hints) == set(listed)
     read_only = {name for name, hint in hints.items() if hint.read_only_hint}
-    assert read_only == {"get_workflow", "list_operators", "export_workflow", "list_workflows"}
+    assert read_only == {"get_workflow", "list_operators", "export_workflow", "list_workflows", "get_job", "list_jobs"}
     writers = {name: hint for name, hint in hints.items() if name not in read_only}
     assert all(hint.destructive_hint is not None for hint in writers.values()), "unset means destructive"
     destructive = {name for name, hint in writers.items() if hint.destructive_hint}
-    assert destructive == {"act", "delete_node", "modify_node", "set_prompt", "finish", "delete_workflow"}
+    assert destructive == {
+        "act",
+        "delete_node",
+        "modify_node",
+        "set_prompt",
+        "finish",
+        "delete_workflow",
+        "start_job",  # it may start any of the destructive tools
+        "cancel_job",
+    }
     open_world = {name for name, hint in hints.items() if hint.open_world_hint is not False}
-    assert open_world == EXECUTING, "only tools that may call the executor LLM are open world"
+    assert open_world == EXECUTING | {"start_job"}, "only tools that may call the executor LLM are open world"
     assert hints["set_prompt"].idempotent_hint is True
     assert listed["act"].output_schema is not None
     assert "workflow_id" in listed["act"].input_schema["required"]

@@ -65,7 +65,7 @@ async def test_add_operator_appends_inserts_and_uses_one_round_each(
         ({"operator": "Plan", "position": 5}, ("Position 5 is out of range", "0..1")),
         ({"operator": "Plan", "position": -1}, ("Position -1 is out of range",)),
         ({"operator": "Plan", "prompt": "hi"}, ("Prompt is too short",)),
-        ({"operator": "Plan", "prompt": "x" * 4001}, ("Prompt is too long", "4000")),
+        ({"operator": "Plan", "prompt": "x" * 4001}, ("`prompt` is 4001 characters; the limit is 4000",)),
         ({"operator": ""}, ("operator",)),
         ({"operator": "MdEnsemble" * 10}, ("operator",)),
         (
@@ -389,7 +389,7 @@ async def test_set_prompt_sets_and_is_idempotent(tools: ToolCaller, structured: 
     [
         ({"node_id": "node_1", "prompt": "    "}, ("Prompt is too short (0 characters)",)),
         ({"node_id": "node_1", "prompt": "tiny"}, ("Prompt is too short (4 characters)", "at least 5")),
-        ({"node_id": "node_1", "prompt": "p" * 4001}, ("Prompt is too long (4001 characters)",)),
+        ({"node_id": "node_1", "prompt": "p" * 4001}, ("`prompt` is 4001 characters; the limit is 4000",)),
         ({"node_id": "node_2", "prompt": PROMPT}, ("node_2 is a parallel stage",)),
         ({"node_id": "node_8", "prompt": PROMPT}, ("Node 'node_8' not found",)),
     ],

@@ -211,10 +211,10 @@ async def test_a_cancelled_call_leaves_the_workflow_unchanged(tools: ToolCaller,
 @pytest.mark.parametrize(
     ("arguments", "fragment"),
     [
-        ({"task": "What is 6*7?\ud800"}, "invalid_text: The task contains an unpaired surrogate"),
+        ({"task": "What is 6*7?\ud800"}, "invalid_text: `task` contains an unpaired surrogate"),
         ({"entry_point": "solve it"}, "entry_point must be a Python identifier"),
-        ({"entry_point": "x" * 101}, "entry_point is 101 characters; the limit is 100"),
-        ({"public_tests": "assert True\n" * 10_000}, "public_tests is 120000 characters; the limit is 100000"),
+        ({"entry_point": "x" * 101}, "`entry_point` is 101 characters; the limit is 100"),
+        ({"public_tests": "assert True\n" * 10_000}, "`public_tests` is 120000 characters; the limit is 8000"),
     ],
 )
 async def test_task_fields_are_bounded_and_checked(tools: ToolCaller, arguments: dict[str, str], fragment: str) -> None:
@@ -234,7 +234,7 @@ async def test_task_fields_are_bounded_and_checked(tools: ToolCaller, arguments:
          '"id": "node_' + "9" * 5000 + '", "operator": "Plan"}], "next_index": 2}}', "Invalid workflow JSON"),
         ('{"format": "flowsteer.workflow/v1", "dsl": "", "graph": {"stages": [], "next_index": '
          + "9" * 4300 + "}}", "graph.next_index"),
-        ("Plan -> Custom\ud800", "invalid_text: The DSL contains an unpaired surrogate"),
+        ("Plan -> Custom\ud800", "invalid_text: `spec` contains an unpaired surrogate"),
     ],
 )  # fmt: skip
 async def test_import_rejects_hostile_numbers_and_text_with_a_clear_error(
@@ -264,7 +264,7 @@ async def test_finish_answer_is_bounded(tools: ToolCaller) -> None:
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
     before = await tools.snapshot(workflow_id)
     message = await tools.error("finish", workflow_id=workflow_id, answer="4" * 10_001)
-    assert "limit_exceeded" in message and "the limit is 10000" in message
+    assert "`answer` is 10001 characters; the limit is 10000" in message
     assert await tools.snapshot(workflow_id) == before
 
 
