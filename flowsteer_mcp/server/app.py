@@ -24,13 +24,17 @@ from flowsteer_mcp import __version__
 from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.server.auth import BearerTokenMiddleware
+from flowsteer_mcp.server.errors import ToolArguments, ToolCallErrors
 from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.server.job_tools import register_job_tools
 from flowsteer_mcp.server.jobs import JobBoard
+from flowsteer_mcp.server.library import register_library
 from flowsteer_mcp.server.resources import register_resources
 from flowsteer_mcp.server.settings import ServerSettings
+from flowsteer_mcp.server.solve import register_solve
 from flowsteer_mcp.server.subscriptions import register_subscriptions
 from flowsteer_mcp.server.tasks import register_tasks
+from flowsteer_mcp.server.toolkit import ToolKit
 from flowsteer_mcp.server.tools import register_tools
 from flowsteer_mcp.server.workbench import Workbench
 from flowsteer_mcp.store.base import WorkflowStore, open_store
@@ -140,9 +144,14 @@ def build_server(
         subscriptions=(bus := InMemorySubscriptionBus()),  # what 2026-07-28 `subscriptions/listen` delivers
         lifespan=lambda _: jobs.serving(),  # entered once by the HTTP app and the stdio loop, per in-memory client
     )
-    checker = register_tools(server, bench, jobs, settings, observer)
-    register_job_tools(server, jobs, checker)
-    register_tasks(server, jobs, checker)
+    arguments = ToolArguments()
+    server.middleware.append(ToolCallErrors(server, arguments))
+    kit = ToolKit(server, bench, jobs, settings, observer, arguments)
+    register_tools(kit)
+    register_library(kit)
+    register_solve(kit)
+    register_job_tools(kit)
+    register_tasks(server, jobs, arguments)
     register_resources(server, bench, observer)
     register_subscriptions(server, bench, bus)
     return FlowSteerServer(mcp=server, bench=bench, settings=settings, jobs=jobs)

@@ -11,15 +11,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from flowsteer_mcp.server.background import background_tools, principal_of, start_tool_job
-from flowsteer_mcp.server.errors import ToolArguments
-from flowsteer_mcp.server.jobs import Job, JobBoard, JobError, error_text
+from flowsteer_mcp.server.jobs import Job, JobError, error_text
+from flowsteer_mcp.server.toolkit import ToolKit
 
 MAX_WAIT_S = 50.0  # under the 60 s request timeout many clients use
 POLL_INTERVAL_S = 5.0
@@ -77,15 +76,9 @@ def iso_time(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def register_job_tools(server: MCPServer, jobs: JobBoard, checker: ToolArguments) -> None:
-    """Register the job tools; `checker` checks a started tool's arguments as its synchronous call would."""
-
-    def tool(title: str, annotations: ToolAnnotations) -> Any:
-        def register(fn: Any) -> Any:
-            checker.learn(fn)
-            return server.tool(title=title, annotations=annotations)(fn)
-
-        return register
+def register_job_tools(kit: ToolKit) -> None:
+    """Register the job tools; a started tool's arguments are checked as its synchronous call would check them."""
+    server, jobs, checker, tool = kit.server, kit.jobs, kit.arguments, kit.tool
 
     def found(job_id: str, ctx: Context) -> Job:
         try:

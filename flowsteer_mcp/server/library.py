@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from mcp.server import MCPServer
-from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from flowsteer_mcp.director.library import DEFAULT_WORKFLOW, LIBRARY, LibraryWorkflow
 from flowsteer_mcp.director.measured import Measurement, library_measurements, measurements_of
-from flowsteer_mcp.server.errors import ToolArguments
+from flowsteer_mcp.server.toolkit import READ_ONLY, ToolKit
 
 LIBRARY_URI = "flowsteer://library"
-READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 HOW_TO_USE = (
     "Start an entry with create_workflow(task, task_type, library_workflow=NAME) and run or finish it, or solve "
     "a task in one call with solve(task, task_type, workflow=NAME); without a name both use the default."
@@ -76,10 +73,10 @@ def library_listing(task_type: str | None = None) -> LibraryListing:
     )
 
 
-def register_library(server: MCPServer, checker: ToolArguments) -> None:
+def register_library(kit: ToolKit) -> None:
     """The `flowsteer://library` resource and the `list_library` tool."""
 
-    @server.resource(
+    @kit.server.resource(
         LIBRARY_URI,
         title="Workflow library",
         mime_type="application/json",
@@ -88,6 +85,7 @@ def register_library(server: MCPServer, checker: ToolArguments) -> None:
     async def library_resource() -> str:
         return library_listing().model_dump_json(indent=1)
 
+    @kit.tool("List the workflow library", READ_ONLY)
     async def list_library(
         task_type: Annotated[
             Literal["math", "code", "qa", "general"] | None, Field(description="one task type; omitted: all")
@@ -96,6 +94,3 @@ def register_library(server: MCPServer, checker: ToolArguments) -> None:
         """The measured workflow library: per task type its workflows, the default, and each one's published
         score and executor tokens against direct on the same problems. Start one with create_workflow or solve."""
         return library_listing(task_type)
-
-    checker.learn(list_library)
-    server.tool(title="List the workflow library", annotations=READ_ONLY)(list_library)

@@ -19,7 +19,8 @@ from flowsteer_mcp.canvas.options import FINISH_PRESETS, CanvasLimits, TaskSpec
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
 from flowsteer_mcp.canvas.validate import validate_task
 from flowsteer_mcp.server.errors import PromptAndResourceErrors
-from flowsteer_mcp.server.tools import TaskTypeInput, catalog_of, detail_of, infer_task_type
+from flowsteer_mcp.server.toolkit import TaskTypeInput, infer_task_type
+from flowsteer_mcp.server.tools import catalog_of, detail_of
 from flowsteer_mcp.server.workbench import Workbench, WorkflowNotFound
 
 OPERATORS_URI = "flowsteer://operators"

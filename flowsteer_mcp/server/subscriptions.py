@@ -38,7 +38,9 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated, SubscriptionBus
 from mcp.types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
+from flowsteer_mcp.canvas.text import clip
 from flowsteer_mcp.server.errors import RESOURCE_NOT_FOUND
+from flowsteer_mcp.server.library import LIBRARY_URI
 from flowsteer_mcp.server.resources import MERMAID_URI, OPERATORS_URI, WORKFLOW_URI
 from flowsteer_mcp.server.workbench import Workbench, WorkflowChange, WorkflowNotFound
 
@@ -46,6 +48,8 @@ log = structlog.get_logger(__name__)
 
 MAX_SUBSCRIPTIONS_PER_SESSION = 256
 SEND_TIMEOUT_S = 2.0
+URI_CHARS = 100  # how much of an unknown URI an error quotes
+STATIC_URIS = frozenset({OPERATORS_URI, LIBRARY_URI})  # subscribable, though they never change while serving
 _WORKFLOW_URI = re.compile(r"flowsteer://workflows/(?P<id>[^/]+)(?:/mermaid)?")  # WORKFLOW_URI, MERMAID_URI
 
 
@@ -206,11 +210,14 @@ def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
 
 def _resource_key(uri: str) -> str | None:
     """The workflow a subscribable URI shows, None for a static resource; anything else is not found."""
-    if uri == OPERATORS_URI:
+    if uri in STATIC_URIS:
         return None
     match = _WORKFLOW_URI.fullmatch(uri)
     if match is None:
-        raise MCPError(RESOURCE_NOT_FOUND, f"Unknown resource {uri!r}; resources/list shows them.", data={"uri": uri})
+        shown = clip(uri, URI_CHARS)
+        raise MCPError(
+            RESOURCE_NOT_FOUND, f"Unknown resource {shown!r}; resources/list shows them.", data={"uri": shown}
+        )
     return match["id"]
 
 

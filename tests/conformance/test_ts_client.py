@@ -55,6 +55,8 @@ ANNOTATIONS: dict[str, tuple[bool, bool | None, bool, bool]] = {
     "get_job": (True, None, True, False),
     "cancel_job": (False, True, False, False),
     "list_jobs": (True, None, True, False),
+    "list_library": (True, None, True, False),
+    "solve": (False, True, False, True),
 }
 
 

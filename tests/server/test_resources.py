@@ -31,7 +31,10 @@ async def build(tools: ToolCaller) -> str:
 
 async def test_resources_are_listed(tools: ToolCaller) -> None:
     listed = await tools.client.list_resources()
-    assert [(r.uri, r.mime_type) for r in listed.resources] == [("flowsteer://operators", "application/json")]
+    assert [(r.uri, r.mime_type) for r in listed.resources] == [
+        ("flowsteer://library", "application/json"),
+        ("flowsteer://operators", "application/json"),
+    ]
     templates = await tools.client.list_resource_templates()
     assert {(t.uri_template, t.mime_type) for t in templates.resource_templates} == {
         ("flowsteer://workflows/{workflow_id}", "application/json"),
@@ -105,7 +108,7 @@ async def test_unknown_resource_is_not_found_not_an_internal_error(app: FlowStee
 
 async def test_resources_and_templates_have_titles(tools: ToolCaller) -> None:
     listed = await tools.client.list_resources()
-    assert [r.title for r in listed.resources] == ["Operator library"]
+    assert [r.title for r in listed.resources] == ["Workflow library", "Operator library"]
     templates = await tools.client.list_resource_templates()
     assert {t.uri_template: t.title for t in templates.resource_templates} == {
         "flowsteer://workflows/{workflow_id}": "Workflow state",

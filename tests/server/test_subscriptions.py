@@ -324,12 +324,14 @@ async def test_resources_list_shows_each_live_workflow(app: FlowSteerServer, mod
         second = await tools.create("Who wrote Hamlet?")
         listed = (await tools.client.list_resources()).resources
         assert [(r.uri, r.name, r.description, r.mime_type) for r in listed] == [
-            ("flowsteer://operators", "operators_resource", listed[0].description, "application/json"),
+            ("flowsteer://library", "library_resource", listed[0].description, "application/json"),
+            ("flowsteer://operators", "operators_resource", listed[1].description, "application/json"),
             (f"flowsteer://workflows/{first}", first, "What is 17 * 23?", "application/json"),
             (f"flowsteer://workflows/{second}", second, "Who wrote Hamlet?", "application/json"),
         ]
         await tools.ok("delete_workflow", workflow_id=first)
         assert [r.uri for r in (await tools.client.list_resources()).resources] == [
+            "flowsteer://library",
             "flowsteer://operators",
             f"flowsteer://workflows/{second}",
         ]

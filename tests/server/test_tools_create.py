@@ -218,11 +218,21 @@ async def test_tool_annotations_mark_read_only_and_destructive_tools(tools: Tool
         "get_job",
         "cancel_job",
         "list_jobs",
+        "list_library",
+        "solve",
     }
     hints = {name: tool.annotations for name, tool in listed.items() if tool.annotations is not None}
     assert set(hints) == set(listed)
     read_only = {name for name, hint in hints.items() if hint.read_only_hint}
-    assert read_only == {"get_workflow", "list_operators", "export_workflow", "list_workflows", "get_job", "list_jobs"}
+    assert read_only == {
+        "get_workflow",
+        "list_operators",
+        "export_workflow",
+        "list_workflows",
+        "get_job",
+        "list_jobs",
+        "list_library",
+    }
     writers = {name: hint for name, hint in hints.items() if name not in read_only}
     assert all(hint.destructive_hint is not None for hint in writers.values()), "unset means destructive"
     destructive = {name for name, hint in writers.items() if hint.destructive_hint}
@@ -235,9 +245,10 @@ async def test_tool_annotations_mark_read_only_and_destructive_tools(tools: Tool
         "delete_workflow",
         "start_job",  # it may start any of the destructive tools
         "cancel_job",
+        "solve",  # it finishes the episode it creates
     }
     open_world = {name for name, hint in hints.items() if hint.open_world_hint is not False}
-    assert open_world == EXECUTING | {"start_job"}, "only tools that may call the executor LLM are open world"
+    assert open_world == EXECUTING | {"start_job", "solve"}, "only tools that may call the executor LLM are open world"
     assert hints["set_prompt"].idempotent_hint is True
     assert listed["act"].output_schema is not None
     assert "workflow_id" in listed["act"].input_schema["required"]

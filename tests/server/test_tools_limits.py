@@ -270,7 +270,7 @@ async def test_finish_answer_is_bounded(tools: ToolCaller) -> None:
 
 async def test_a_big_import_does_not_block_other_clients(tools: ToolCaller, monkeypatch: pytest.MonkeyPatch) -> None:
     """While one import is parsing, list_operators still answers: the parse runs off the event loop."""
-    from flowsteer_mcp.server import tools as tool_module
+    from flowsteer_mcp.server import toolkit as tool_module
 
     parsing = threading.Event()
     listed = threading.Event()
