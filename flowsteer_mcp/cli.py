@@ -59,6 +59,14 @@ def _server_parser() -> argparse.ArgumentParser:
     )
     oauth.add_argument("--oauth-read-scope", metavar="SCOPE", help="scope of the read-only tools (flowsteer:read)")
     oauth.add_argument("--oauth-write-scope", metavar="SCOPE", help="scope of the editing tools (flowsteer:write)")
+    parser.add_argument(
+        "--tools",
+        metavar="NAME[,NAME...]",
+        help="offer only these tools (for clients that cap the tool count), e.g. solve,list_library,get_job",
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", help="offer only the read-only tools (get_workflow, list_*, export...)"
+    )
     parser.add_argument("--max-workflows", type=int, default=1000)
     parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
     parser.add_argument(
@@ -111,6 +119,16 @@ def _oauth_settings(args: argparse.Namespace) -> dict[str, str] | None:
             "MCP URL (e.g. --oauth-issuer https://login.example.com --oauth-resource https://mcp.example.com/mcp)"
         )
     return given
+
+
+def _tool_names(value: str | None) -> list[str] | None:
+    """`--tools a,b`: the names, blanks dropped; an empty list offers nothing, which is refused as a mistake."""
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise ValueError("--tools needs at least one tool name (comma-separated)")
+    return names
 
 
 def _settings_problem(error: ValidationError) -> str:
@@ -200,6 +218,8 @@ def mcp_main(argv: list[str] | None = None) -> int:
             allowed_hosts=args.allowed_host,
             allowed_origins=args.allowed_origin,
             oauth=_oauth_settings(args),
+            tools=_tool_names(args.tools),
+            read_only=args.read_only,
             **({} if args.persistent_ttl is None else {"persistent_ttl_s": args.persistent_ttl or None}),
         )
         registry = default_registry()

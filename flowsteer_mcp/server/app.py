@@ -41,9 +41,13 @@ from flowsteer_mcp.store.base import WorkflowStore, open_store
 from operators.registry import OperatorRegistry, default_registry
 
 INSTRUCTIONS = (
-    "FlowSteer canvas: build an agentic workflow for a task. create_workflow returns a workflow_id; edit it with "
-    "act (Flow-Director tag dialect) or the typed tools (add_operator, add_structure, delete_node, modify_node, "
-    "set_prompt); the workflow runs after each edit; finish checks the finish gate. list_operators shows the library."
+    "FlowSteer canvas: agentic workflows built and run on an executor LLM. For an answer in one call, solve(task, "
+    "task_type) runs the task type's best measured workflow (list_library shows the library with its measured "
+    "scores and tokens). To design a workflow, create_workflow (empty, or library_workflow=NAME) returns a "
+    "workflow_id; edit it with act (Flow-Director tag dialect) or the typed tools (add_operator, add_structure, "
+    "delete_node, modify_node, set_prompt); it runs after each edit; finish checks the finish gate. Long calls "
+    "report progress every few seconds; if your client gives up on long requests, run them with start_job and "
+    "poll get_job. list_operators shows the operators."
 )
 VIEWER_PATH = "/view"
 
@@ -151,6 +155,7 @@ def build_server(
     register_library(kit)
     register_solve(kit)
     register_job_tools(kit)
+    kit.check_tool_filter()
     register_tasks(server, jobs, arguments)
     register_resources(server, bench, observer)
     register_subscriptions(server, bench, bus)

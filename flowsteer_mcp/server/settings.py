@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flowsteer_mcp.canvas.options import CanvasLimits
@@ -28,6 +29,9 @@ class ServerSettings(BaseModel):
     # long calls: a progress heartbeat at least this often (clients time out on silence), and background jobs
     progress_interval_s: float = Field(default=5.0, gt=0, le=10)
     max_running_jobs: int = Field(default=8, ge=1, le=1000)
+    # which tools are offered: for clients that cap the tool count, or a server meant only for reading
+    tools: list[str] | None = Field(default=None, max_length=100)  # an allow-list of tool names; None: all
+    read_only: bool = False  # offer only the tools whose annotation says readOnlyHint
     # HTTP transport
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
@@ -81,6 +85,12 @@ class ServerSettings(BaseModel):
     def authenticated(self) -> bool:
         """Whether HTTP requests need a credential (a bearer token or an OAuth access token)."""
         return self.token is not None or self.oauth is not None
+
+    def offers(self, tool: str, annotations: ToolAnnotations) -> bool:
+        """Whether the tool filter keeps `tool` (an allow-list, and/or only read-only tools)."""
+        if self.tools is not None and tool not in self.tools:
+            return False
+        return not self.read_only or bool(annotations.read_only_hint)
 
     def is_loopback(self) -> bool:
         return is_loopback_name(self.host)

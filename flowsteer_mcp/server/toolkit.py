@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
 from mcp.server import MCPServer
@@ -30,6 +30,7 @@ from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec, TaskType
 from flowsteer_mcp.canvas.session import Canvas, CanvasState, execution_view
+from flowsteer_mcp.canvas.text import clip
 from flowsteer_mcp.canvas.validate import CanvasRules, validate_options, validate_task
 from flowsteer_mcp.server.activity import JOB_ACTIVITY
 from flowsteer_mcp.server.errors import ToolArguments
@@ -77,19 +78,33 @@ class ToolKit:
     settings: ServerSettings
     observer: ObservationBuilder
     arguments: ToolArguments
+    offered: list[str] = field(default_factory=list)  # every tool name this server knows, registered or filtered
 
     @property
     def registry(self) -> OperatorRegistry:
         return self.bench.registry
 
     def tool(self, title: str, annotations: ToolAnnotations) -> Callable[[ToolFn], ToolFn]:
-        """`@server.tool` with a human title, and the argument model kept for short validation messages."""
+        """`@server.tool` with a human title, and the argument model kept for short validation messages; a tool
+        the server's tool filter leaves out is not registered at all (`--tools`, `--read-only`)."""
 
         def register(fn: ToolFn) -> ToolFn:
+            self.offered.append(fn.__name__)
+            if not self.settings.offers(fn.__name__, annotations):
+                return fn
             self.arguments.learn(fn)
             return self.server.tool(title=title, annotations=annotations)(fn)
 
         return register
+
+    def check_tool_filter(self) -> None:
+        """Raise ValueError when the allow-list names a tool this server does not have."""
+        unknown = sorted(set(self.settings.tools or ()) - set(self.offered))
+        if unknown:
+            raise ValueError(
+                f"--tools names unknown tools: {', '.join(clip(name, 64) for name in unknown[:5])}; "
+                f"the tools are: {', '.join(self.offered)}"
+            )
 
     def options_from(self, given: WorkflowOptionsInput | None) -> CanvasOptions:
         given = given or WorkflowOptionsInput()
