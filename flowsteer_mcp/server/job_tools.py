@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from flowsteer_mcp.server.background import background_tools, principal_of, start_tool_job
 from flowsteer_mcp.server.jobs import Job, JobError, error_text
+from flowsteer_mcp.server.progress import ToolProgress
 from flowsteer_mcp.server.toolkit import ToolKit
 
 MAX_WAIT_S = 50.0  # under the 60 s request timeout many clients use
@@ -119,7 +120,9 @@ def register_job_tools(kit: ToolKit) -> None:
         """A job's status, what it is running now, and once it ended its result or error."""
         job = found(job_id, ctx)
         if wait_s > 0 and not job.finished:
-            await jobs.wait(job, wait_s)
+            waiting = ToolProgress(ctx.report_progress, job.activity)  # a long poll is a long call too
+            async with waiting.heartbeat(kit.settings.progress_interval_s):
+                await jobs.wait(job, wait_s)
         return job_view(job)
 
     @tool("Cancel a background job", CANCELS)

@@ -5,6 +5,7 @@ The executor double holds each run open (`hold_s`), so a job is observably runni
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import anyio
@@ -214,3 +215,28 @@ async def test_mcp_tasks_over_the_2025_11_25_protocol(registry: OperatorRegistry
             await request("tools/call", {"name": "get_workflow", "arguments": {"workflow_id": workflow_id}, "task": {}})
         plain = await client.call_tool("act", {"workflow_id": workflow_id, "text": ADD_CUSTOM})
         assert not plain.is_error, result_text(plain)
+
+
+async def test_a_long_poll_sends_the_jobs_activity_as_progress(registry: OperatorRegistry) -> None:
+    server = build_server(
+        ServerSettings(progress_interval_s=0.2),
+        registry=registry,
+        executor=ScriptedExecutor(hold_s=1.5),
+        store=MemoryStore(),
+    )
+    heard: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, message))
+
+    async with Client(server.mcp) as client:
+        tools = ToolCaller(client)
+        workflow_id = await tools.create()
+        job = await tools.ok("start_job", name="act", arguments={"workflow_id": workflow_id, "text": ADD_CUSTOM})
+        polled = await client.call_tool(
+            "get_job", {"job_id": job["job_id"], "wait_s": 10}, progress_callback=on_progress
+        )
+        assert polled.structured_content is not None and polled.structured_content["status"] == "completed"
+    assert len(heard) >= 3, heard
+    assert all(later[0] > earlier[0] for earlier, later in itertools.pairwise(heard))
+    assert all(message and message.startswith("act") for _, message in heard), heard
