@@ -16,6 +16,8 @@ Rules:
 - Jobs run in a task group the host opens with `serving()` (the HTTP app's lifespan, the stdio loop, an
   in-memory client's connection); a host that closes its group cancels the jobs it ran. Without a group,
   `start` refuses rather than run a job nobody can collect.
+
+How jobs fit with heartbeats and MCP tasks: (docs/design/server.md, "Long calls").
 """
 
 from __future__ import annotations

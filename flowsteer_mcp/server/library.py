@@ -4,6 +4,8 @@ Why: an assistant should not need to know the DSL (`Custom{8} -> ScEnsemble`) or
 use the best known workflow: it asks for the library of a task type, reads each entry's measured score and
 tokens against `direct` on the same problems, and starts one by name (`create_workflow(library_workflow=...)`
 or `solve`). Both the resource and the tool return the same document.
+
+Design: (docs/design/server.md, "The library over MCP").
 """
 
 from __future__ import annotations
