@@ -47,6 +47,7 @@ import tempfile
 import time
 import traceback
 import tracemalloc
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -91,6 +92,9 @@ STALL_TIMEOUT_S = 120.0  # the kill loop gives up when the server acknowledges n
 STEP_TOOLS = {"act", "add_operator", "add_structure", "delete_node", "modify_node", "set_prompt", "finish"}
 ADDING_TOOLS = {"add_operator", "add_structure"}
 READ_TOOLS = {"get_workflow", "export_workflow"}
+NO_WORKFLOW_TOOLS = {"list_workflows", "list_operators", "list_library", "get_job", "cancel_job", "list_jobs"}
+JOB_TOOLS = ("act", "add_operator", "add_structure", "set_prompt", "run_workflow", "finish", "solve", "get_workflow")
+LIBRARY_NAMES = ("default", "direct8-exec", "direct-sc8", "pot4-vote", "classic", "greedy")
 SAFE_OPERATORS = ["Plan", "Custom", "Programmer", "Review", "Verify", "Revise", "Format", "AnswerGenerate"]
 LIMITS = CanvasLimits()  # the server's defaults, which the input schemas publish
 MAX_ERROR_CHARS = 1_000  # errors quote input only as short excerpts, so none is longer than this
@@ -112,8 +116,10 @@ class Findings:
     slowest: tuple[float, str] = (0.0, "")
     longest_error: tuple[int, str] = (0, "")
     refused: int = 0  # calls that had to be refused (and were)
+    per_tool: Counter[str] = field(default_factory=Counter)
 
     def timed(self, tool: str, seconds: float) -> None:
+        self.per_tool[tool] += 1
         if seconds > self.slowest[0]:
             self.slowest = (seconds, tool)
 
@@ -645,6 +651,7 @@ class Fuzzer:
         self.done: set[str] = set()
         self.nodes: dict[str, list[str]] = {}  # node ids of each workflow as last read
         self.exports: list[Any] = []
+        self.jobs: list[str] = []  # background jobs started, newest last
         self.refusals = Refused(rng, hostile.operators)
 
     # -- one call, with crash detection ---------------------------------------------------------------
@@ -733,7 +740,22 @@ class Fuzzer:
                 args["public_tests"] = h.pick("assert solve() == 391", h.text())
             if (options := h.options()) is not None:
                 args["options"] = options
+            if maybe() < 0.15:
+                args["library_workflow"] = h.pick(*LIBRARY_NAMES, h.text()[:80])
             return args
+        if tool == "solve":
+            args = {"task": h.text(), "task_type": h.pick("auto", "math", "code", "qa", "general", "poetry")}
+            if maybe() < 0.6:
+                args["workflow"] = h.pick(*LIBRARY_NAMES, h.text()[:100])
+            return args
+        if tool == "list_library":
+            return {} if maybe() < 0.5 else {"task_type": h.pick("code", "math", "qa", "general", "poetry", None)}
+        if tool == "start_job":
+            inner = h.pick(*JOB_TOOLS, h.text()[:70])
+            return {"name": inner, "arguments": self.arguments(inner) if inner in JOB_TOOLS else {"workflow_id": wid}}
+        if tool in ("get_job", "cancel_job"):
+            known_job = self.jobs[-1] if self.jobs else "job_" + "0" * 32
+            return {"job_id": h.pick(known_job, f"job_{self.rng.getrandbits(128):032x}", h.text()[:100], "", 7)}
         if tool == "import_workflow":
             args = {"spec": h.spec(self.exports), "task": h.text()}
             if maybe() < 0.3:
@@ -745,28 +767,67 @@ class Fuzzer:
 
     # -- checks ---------------------------------------------------------------------------------------------
     async def checked(self, tool: str, arguments: dict[str, Any]) -> Outcome:
+        if tool == "start_job":
+            return await self.checked_job(arguments)
         workflow_id = arguments.get("workflow_id")
         known = isinstance(workflow_id, str) and workflow_id in self.ids
         before = await self.detail(workflow_id) if known and isinstance(workflow_id, str) else None
         outcome = await self.call(tool, arguments)
+        await self.verify(tool, arguments, outcome, before)
+        return outcome
+
+    async def checked_job(self, arguments: dict[str, Any]) -> Outcome:
+        """A background job must do exactly what its direct call would: check its result the same way."""
+        inner, inner_args = arguments.get("name"), arguments.get("arguments")
+        workflow_id = inner_args.get("workflow_id") if isinstance(inner_args, dict) else None
+        known = isinstance(workflow_id, str) and workflow_id in self.ids
+        before = await self.detail(workflow_id) if known and isinstance(workflow_id, str) else None
+        started = await self.call("start_job", arguments)
+        if not started.ok or started.content is None:
+            await self.verify(str(inner), dict(inner_args or {}), started, before)
+            return started
+        job = started.content
+        self.jobs.append(job["job_id"])
+        while job["status"] == "working":
+            polled = await self.call("get_job", {"job_id": job["job_id"], "wait_s": 30}, counted=False)
+            if not polled.ok or polled.content is None:
+                self.findings.crashes.append(f"[{self.label}] get_job({job['job_id']}) failed: {polled.message[:200]}")
+                return polled
+            job = polled.content
+        if job["status"] == "failed":
+            self.findings.error_message(f"[{self.label}] job {inner}({preview(inner_args)})", str(job["error"]))
+        outcome = Outcome(job["status"] == "completed", job["result"], job["error"] or "")
+        await self.verify(str(inner), dict(inner_args or {}), outcome, before)
+        return outcome
+
+    async def verify(
+        self, tool: str, arguments: dict[str, Any], outcome: Outcome, before: dict[str, Any] | None
+    ) -> None:
+        """What a call may have changed: nothing when it failed or only read; one round when it stepped."""
+        workflow_id = arguments.get("workflow_id")
         if tool in ("create_workflow", "import_workflow"):
             await self.after_create(tool, arguments, outcome)
-            return outcome
-        if not known or not isinstance(workflow_id, str):
-            if outcome.ok and tool not in ("list_workflows", "list_operators"):
+            return
+        if tool == "solve":
+            if outcome.ok and outcome.content is not None:
+                await self.after_create(tool, arguments, outcome)
+                self.done.add(outcome.content["workflow_id"])
+            return
+        if before is None or not isinstance(workflow_id, str):
+            if outcome.ok and tool not in NO_WORKFLOW_TOOLS:
                 self.partial(f"{tool} succeeded on an unknown workflow_id {preview(workflow_id)}")
-            return outcome
+            return
         after = await self.detail(workflow_id)
         if tool == "delete_workflow":
             if outcome.ok:
                 self.forget(workflow_id)
                 if after is not None:
                     self.partial(f"delete_workflow({workflow_id}) succeeded but the workflow is still readable")
-            return outcome
-        if before is None or after is None:
+            return
+        if after is None:
             self.partial(f"{tool}({preview(arguments)}): workflow {workflow_id} became unreadable")
             self.forget(workflow_id)
-            return outcome
+            return
         if outcome.ok and tool == "export_workflow" and arguments.get("format") == "json" and outcome.content:
             self.remember_export(outcome.content.get("content"))
         if not outcome.ok or tool in READ_TOOLS:
@@ -776,15 +837,14 @@ class Fuzzer:
                 self.partial(
                     f"{tool}({preview(arguments)}) {reason} but changed {', '.join(changed)}: {outcome.message[:160]!r}"
                 )
-            return outcome
+            return
         if tool == "run_workflow":
             if after["graph"] != before["graph"] or after["state"]["round"] != before["state"]["round"]:
                 self.partial(f"run_workflow({workflow_id}) changed the graph or the round")
-            return outcome
+            return
         if tool in STEP_TOOLS:
             self.check_step(tool, arguments, outcome, before, after)
         await self.check_store(workflow_id, after)
-        return outcome
 
     def check_step(
         self, tool: str, arguments: dict[str, Any], outcome: Outcome, before: dict[str, Any], after: dict[str, Any]
@@ -832,8 +892,10 @@ class Fuzzer:
         detail = await self.detail(workflow_id)
         if detail is None:
             self.partial(f"{tool}({preview(arguments)}) acknowledged {workflow_id}, which cannot be read")
-        elif detail["state"] != outcome.content["state"]:
+        elif "state" in outcome.content and detail["state"] != outcome.content["state"]:
             self.partial(f"{tool}({preview(arguments)}) reported a state other than the stored one")
+        elif tool == "solve" and detail["state"]["dsl"] != outcome.content["dsl"]:
+            self.partial(f"solve({preview(arguments)}) reported a workflow other than the stored one")
 
     def forget(self, workflow_id: str) -> None:
         if workflow_id in self.ids:
@@ -1001,7 +1063,8 @@ class Fuzzer:
             "act": 24, "add_operator": 8, "add_structure": 8, "delete_node": 5, "modify_node": 5, "set_prompt": 5,
             "run_workflow": 3, "finish": 4, "get_workflow": 3, "export_workflow": 4, "create_workflow": 8,
             "import_workflow": 10, "delete_workflow": 2, "list_workflows": 1, "list_operators": 1, "resource": 3,
-            "unknown": 1, "refused": 10, "refused_protocol": 2,
+            "unknown": 1, "refused": 10, "refused_protocol": 2, "solve": 2, "list_library": 1, "start_job": 4,
+            "get_job": 1, "cancel_job": 1,
         }  # fmt: skip
         names, weights = list(tools), list(tools.values())
         burst_every = max(50, calls // 4)
@@ -1458,6 +1521,7 @@ def report(findings: Findings, ledger: KillLedger, footprint: Footprint, elapsed
         print(f"hostile_load: {found} finding(s) in {findings.calls} fuzz calls; no figures printed.", file=sys.stderr)
         return 1
     seconds, tool = findings.slowest
+    print("calls per tool: " + ", ".join(f"{name} {count}" for name, count in findings.per_tool.most_common()))
     if tool:
         print(f"slowest fuzz call: {tool} {seconds:.2f} s")
     print(f"total {elapsed:.0f} s")
