@@ -63,9 +63,7 @@ def job_view(job: Job) -> JobView:
         status=job.status,
         message=job.status_message(),
         created_at=iso_time(job.created_at),
-        elapsed_s=round(
-            job.activity.elapsed_s if job.finished_at is None else job.finished_at - job.activity.started, 3
-        ),
+        elapsed_s=round(job.duration_s, 3),
         ttl_s=job.ttl_s,
         poll_interval_s=POLL_INTERVAL_S,
         result=result.structured_content if result is not None and not result.is_error else None,

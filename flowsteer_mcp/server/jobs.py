@@ -90,7 +90,13 @@ class Job:
             return self.cancel_reason or "cancelled"
         if self.status == "failed":
             return clip(error_text(self.result), ERROR_CHARS)
-        return f"{self.tool} completed in {self.activity.elapsed_s:.1f} s"
+        return f"{self.tool} completed in {self.duration_s:.1f} s"
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from start to end (to now while it runs)."""
+        end = self.finished_at if self.finished_at is not None else self.activity.clock()
+        return end - self.activity.started
 
 
 def error_text(result: CallToolResult | None) -> str:

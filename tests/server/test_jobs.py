@@ -154,9 +154,10 @@ async def test_a_job_is_forgotten_after_its_ttl_and_grace_but_never_while_runnin
         assert board.get(job.job_id, None) is job, "running: kept past its ttl"
         release.set()
         await job.done.wait()
-        assert job.status == "completed"
+        assert job.status == "completed" and job.duration_s == 1000.0
         now[0] = 1005.0
         assert board.get(job.job_id, None) is job, "within the grace after it ended"
+        assert job.duration_s == 1000.0 and job.status_message() == "run_workflow completed in 1000.0 s"
         now[0] = 1011.0
         with pytest.raises(JobNotFound):
             board.get(job.job_id, None)
