@@ -46,7 +46,8 @@ def assert_notified(summary: dict[str, Any]) -> None:
     assert summary["capabilities"]["resources"] == {"subscribe": True, "listChanged": True}
     state, mermaid = summary["uris"]["state"], summary["uris"]["mermaid"]
     assert state == f"flowsteer://workflows/{summary['workflowId']}" and mermaid == f"{state}/mermaid"
-    assert summary["listed"] == {"before": ["flowsteer://operators"], "after": ["flowsteer://operators", state]}
+    static = ["flowsteer://library", "flowsteer://operators"]
+    assert summary["listed"] == {"before": static, "after": [*static, state]}
     assert {name: error["code"] for name, error in summary["errors"].items()} == {
         "unknownWorkflow": -32002,
         "unknownResource": -32002,

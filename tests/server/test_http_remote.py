@@ -82,7 +82,7 @@ def via(address: str) -> str:
 @pytest.mark.parametrize("address", ["127.0.0.1", "localhost", "own address"])
 async def test_readme_remote_config_connects(remote: HttpServerProcess, address: str) -> None:
     config = readme_remote_client()
-    assert config["url"] == "http://127.0.0.1:8765/mcp"
+    assert config["url"] == "https://flowsteer.example.com/mcp"  # the public name: reached here by each address
     headers = {name: value.replace("<token>", TOKEN) for name, value in config["headers"].items()}
     async with http_client(remote.url_via(via(address)), headers=headers) as client:
         tools = ToolCaller(client)
