@@ -86,6 +86,7 @@ bench: setup system-deps
 	$(PY) benchmarks/sandbox_throughput.py --quick
 	$(PY) benchmarks/rollout_throughput.py --quick
 	$(PY) benchmarks/hostile_load.py --quick
+	$(PY) benchmarks/adaptive_calls.py --quick
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -110,3 +110,27 @@ def test_hostile_load_worst_case_create_fills_every_bound() -> None:
     finish = payload["options"]["finish"]
     assert len(finish["preset"]) == MAX_PRESET_CHARS and len(finish["solver_operators"]) == MAX_NAMES
     assert len(payload["options"]["disabled_operators"]) == MAX_NAMES
+
+
+def test_adaptive_calls_prints_the_draws_each_rule_says() -> None:
+    done = _bench("adaptive_calls.py", "--quick")
+    assert done.returncode == 0, done.stderr
+    rows = {line.split("  ")[0].strip(): line.split() for line in done.stdout.splitlines()[1:]}
+    # columns: ... workflow, draws, requests, the fixed workflow, its draws, the ratio of draws
+    assert rows["greedy program passes the public tests"][-6:] == [
+        "direct8-tests",
+        "1",
+        "1",
+        "direct8-exec",
+        "8",
+        "0.12x",
+    ]
+    assert rows["greedy program fails the public tests"][-6:] == [
+        "direct8-tests",
+        "8",
+        "2",
+        "direct8-exec",
+        "8",
+        "1.00x",
+    ]
+    assert rows["every answer agrees"][-6:] == ["direct-sc8-vote", "4", "2", "direct-sc8", "8", "0.50x"]

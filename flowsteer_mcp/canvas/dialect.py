@@ -8,7 +8,8 @@ Parsing is linear in the text (tags are found in one scan, see `tags.py`), numbe
 error messages quote the text only as a short excerpt.
 
 `<samples>k</samples>` (optional, 1..16) on an add of an operator or on a modify gives the node k draws whose
-answers become candidates for the next stage; a turn without it is exactly the released dialect.
+answers become candidates for the next stage; a turn without it is exactly the released dialect. With it,
+`<until>tests</until>` or `<until>vote</until>` on an add stops the draws early (operators/stopping.py).
 
 Each structure kind reads its own tags (`canvas/kinds/`); `<structure>fallback</structure>` with
 `<operators>A, B</operators>` runs B only when A failed or gave no answer. Conditional tags keep the dialect's historical
@@ -30,6 +31,7 @@ from flowsteer_mcp.canvas.tags import Tags
 from flowsteer_mcp.canvas.text import excerpt
 from flowsteer_mcp.canvas.validate import CanvasRules
 from operators.parsing import UnclosedThinkError, strip_think
+from operators.stopping import STOP_RULES, StopRuleName
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _LIST_SPLIT = re.compile(r"[,;\s]+")
@@ -92,6 +94,15 @@ def _int(raw: str, name: str) -> int:
     return value
 
 
+def _until(tags: Tags) -> StopRuleName | None:
+    raw = (tags.get("until") or "").strip().lower()
+    if not raw:
+        return None
+    if raw not in STOP_RULES:
+        raise CanvasError(ErrorCode.PARSE_ERROR, f"Unknown <until> rule {excerpt(raw)}; use {' or '.join(STOP_RULES)}.")
+    return "tests" if raw == "tests" else "vote"
+
+
 def _samples(tags: Tags, rules: CanvasRules) -> int | None:
     raw = tags.get("samples")
     return rules.samples(_int(raw, "samples")) if raw else None
@@ -135,7 +146,9 @@ def _parse_add(tags: Tags, rules: CanvasRules) -> AddStage:
             _required(tags, "operator", "an add needs <operator>NAME</operator> or a <structure>")
         )
         prompt = tags.get("prompt") or None
-        blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples or 1)
+        until = _until(tags)
+        rules.stop_rule(until, samples or 1)
+        blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples or 1, until=until)
         return AddStage(stage=blueprint, position=position)
     if samples is not None and samples > 1:
         raise CanvasError(

@@ -1,16 +1,18 @@
 """The workflow DSL: `Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format`.
 
     workflow  := "" | stage { " -> " stage }
-    stage     := DRAWN | "[" DRAWN { ", " DRAWN } "]" | OP " ? " OP " : " ( OP | "done" ) | "(" OP { " -> " OP } ") * " INT
-               | OP " ?? " OP
+    stage     := OP [ "{" INT [ "|" RULE ] "}" ] | "[" DRAWN { ", " DRAWN } "]"
+               | OP " ? " OP " : " ( OP | "done" ) | "(" OP { " -> " OP } ") * " INT | OP " ?? " OP
     DRAWN     := OP [ "{" INT "}" ]
+    RULE      := "tests" | "vote"
 
 Each stage kind (`canvas/kinds/`) renders and parses its own form: a kind either opens with its punctuation
 (`[`, `(`) or follows a first operator with an infix (`?`, `??`); the parser here only dispatches on that.
 
 `Programmer{3}` is a node with `samples: 3` (three draws whose answers become candidates for the next stage,
 e.g. `Programmer{3} -> ScEnsemble`); one draw renders without braces. Samples exist only on an operator stage
-and on parallel branches, so braces anywhere else are a syntax error. `render` is canonical; `parse_dsl` accepts any spacing and returns stage blueprints without ids (prompts do
+and on parallel branches, so braces anywhere else are a syntax error. `Programmer{8|tests}` draws in waves and
+stops early by a stopping rule (`operators/stopping.py`), on an operator stage only. `render` is canonical; `parse_dsl` accepts any spacing and returns stage blueprints without ids (prompts do
 not live in the DSL; the JSON export carries them). `render(build(parse_dsl(text)))` reproduces canonical text.
 
 Parsing is linear and lazy: tokens are matched in place (never by copying the rest of the text) and pulled
@@ -30,6 +32,7 @@ from flowsteer_mcp.canvas.kinds.operator import render_drawn
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
 from flowsteer_mcp.canvas.text import excerpt
+from operators.stopping import STOP_RULES, StopRuleName
 
 ARROW = " -> "
 
@@ -44,7 +47,7 @@ def render(graph: WorkflowGraph) -> str:
 
 _SPACE = re.compile(r"\s*")
 _PUNCTUATION = sorted(
-    {"{", "}", *(token for kind in KINDS.values() for token in kind.dsl_tokens)}, key=len, reverse=True
+    {"{", "}", "|", *(token for kind in KINDS.values() for token in kind.dsl_tokens)}, key=len, reverse=True
 )
 _TOKEN = re.compile(r"(->)|(" + "|".join(re.escape(p) for p in _PUNCTUATION) + r")|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
 _OPENERS: dict[str, AnyKind] = {kind.dsl_opener: kind for kind in KINDS.values() if kind.dsl_opener}
@@ -148,13 +151,31 @@ class _Parser:
         return value
 
     def samples(self) -> int:
-        """The optional `{k}` after an operator (1 when absent)."""
+        """The optional `{k}` after an operator (1 when absent); a stopping rule is refused here."""
+        value, rule = self.drawn()
+        if rule is not None:
+            raise DSLSyntaxError(
+                f"a stopping rule ({{k|{rule}}}) is only allowed on an operator stage, not inside a structure"
+            )
+        return value
+
+    def drawn(self) -> tuple[int, StopRuleName | None]:
+        """The optional `{k}` or `{k|rule}` after an operator: draws, and the rule that may stop them early."""
         if not self.at("{"):
-            return 1
+            return 1, None
         self.expect("{")
         value = self.bounded_int("the samples count")
+        rule: StopRuleName | None = None
+        if self.at("|"):
+            self.expect("|")
+            name = self._take("name")
+            if name.text not in STOP_RULES:
+                raise DSLSyntaxError(
+                    f"unknown stopping rule {name.text[:20]!r} at position {name.pos}; use {' or '.join(STOP_RULES)}"
+                )
+            rule = "tests" if name.text == "tests" else "vote"
         self.expect("}")
-        return value
+        return value, rule
 
     def no_samples(self, where: str) -> None:
         if self.at("{"):
@@ -170,13 +191,15 @@ class _Parser:
                 opened: StageBlueprint = kind.parse_dsl_prefix(self)
                 return opened
         first = self.operator()
-        drawn = self.samples()
+        drawn, rule = self.drawn()
         for infix, kind in _INFIXES.items():
             if self.at(infix):
+                if rule is not None:
+                    raise DSLSyntaxError(f"a stopping rule ({{k|{rule}}}) is only allowed on an operator stage")
                 self.expect(infix)
                 joined: StageBlueprint = kind.parse_dsl_infix(self, first, drawn)
                 return joined
-        return OperatorBlueprint(operator=first, samples=drawn)
+        return OperatorBlueprint(operator=first, samples=drawn, until=rule)
 
 
 def parse_dsl(text: str, *, max_operators: int | None = None) -> list[StageBlueprint]:

@@ -76,6 +76,15 @@ class CanvasRules:
             )
         return value
 
+    def stop_rule(self, until: str | None, samples: int) -> None:
+        """A stopping rule needs draws to stop (samples > 1)."""
+        if until is not None and samples < 2:
+            raise CanvasError(
+                ErrorCode.INVALID_STRUCTURE,
+                f"until={until} stops a node's samples early, so it needs samples >= 2 (got {samples}); e.g. "
+                "Programmer{8|tests} draws the greedy program and 7 more only when it fails the public tests.",
+            )
+
     def answer(self, text: str | None) -> str | None:
         """A finish answer to record: valid Unicode and at most `max_answer_chars`."""
         if text is None:

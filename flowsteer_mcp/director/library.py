@@ -26,6 +26,7 @@ from flowsteer_mcp.canvas.blueprint import (
 from flowsteer_mcp.canvas.export import export_json
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.errors import FlowSteerError
+from operators.stopping import StopRuleName
 
 
 class LibraryWorkflow(BaseModel):
@@ -51,8 +52,8 @@ class LibraryWorkflow(BaseModel):
         return str(json.loads(self.spec())["dsl"])
 
 
-def _op(operator: str, prompt: str | None, samples: int = 1) -> OperatorBlueprint:
-    return OperatorBlueprint(operator=operator, prompt=prompt, samples=samples)
+def _op(operator: str, prompt: str | None, samples: int = 1, until: StopRuleName | None = None) -> OperatorBlueprint:
+    return OperatorBlueprint(operator=operator, prompt=prompt, samples=samples, until=until)
 
 
 def _parallel(branches: list[tuple[str, str | None, int]]) -> ParallelBlueprint:
@@ -121,6 +122,12 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             "direct8-exec",
             "as direct4-exec with 8 draws",
             [_op("Programmer", _DIRECT, samples=8), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
+            "direct8-tests",
+            "direct8-exec spending only where it pays: direct's greedy program first; only when it fails the public "
+            "tests, the 7 other draws, and the sandbox picks (operators/stopping.py)",
+            [_op("Programmer", _DIRECT, samples=8, until="tests"), _op("ScEnsemble", _CODE_PICK)],
         ),
         (
             "exec-repair",
@@ -202,6 +209,11 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             [_op("Custom", _DIRECT, samples=8), _op("ScEnsemble", _MATH_VOTE)],
         ),
         (
+            "direct-sc8-vote",
+            "direct-sc8 with adaptive consistency: draws in waves (1, 3, 3, 1) stop once the vote is decisive",
+            [_op("Custom", _DIRECT, samples=8, until="vote"), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
             "direct-sc4+pot4",
             "direct's reasoning and executed programs err differently; all 8 answers voted together",
             [_parallel([("Custom", _DIRECT, 4), ("Programmer", _POT, 4)]), _op("ScEnsemble", _MATH_VOTE)],
@@ -242,6 +254,11 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             "direct-sc5",
             "self-consistency of direct's own call: 5 draws (the greedy one is direct's answer), normalised vote",
             [_op("Custom", _DIRECT, samples=5), _op("ScEnsemble", _QA_VOTE)],
+        ),
+        (
+            "direct-sc5-vote",
+            "direct-sc5 with adaptive consistency: draws in waves stop once the vote is decisive",
+            [_op("Custom", _DIRECT, samples=5, until="vote"), _op("ScEnsemble", _QA_VOTE)],
         ),
         (
             "greedy-format",

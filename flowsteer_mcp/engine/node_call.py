@@ -142,6 +142,11 @@ class NodeCaller:
         self._ctx = context
         self._backend_key = backend.cache_key()
 
+    @property
+    def sandbox_timeout_s(self) -> float:
+        """The limit of each sandbox run, for checks the engine makes itself (a stopping rule's tests)."""
+        return self._settings.sandbox_timeout_s
+
     def spec_of(self, node: OperatorNode) -> OperatorSpec | None:
         try:
             return self._registry.spec(node.operator)

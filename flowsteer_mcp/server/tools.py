@@ -120,9 +120,16 @@ def register_tools(kit: ToolKit) -> None:
         samples: Annotated[
             int, Field(description="draws (1-16): the first greedy, the rest sampled; candidates for the next stage")
         ] = 1,
+        until: Annotated[
+            Literal["tests", "vote"] | None,
+            Field(
+                description="with samples > 1, stop drawing early: 'tests' when the greedy program passes the public "
+                "tests, 'vote' when the answers' vote is decisive"
+            ),
+        ] = None,
     ) -> WorkflowStep:
         """Add one operator stage (appended, or inserted at `position`)."""
-        blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples)
+        blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples, until=until)
         async with kit.working(workflow_id, ctx, "add_operator") as (canvas, progress):
             return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
 

@@ -443,3 +443,19 @@ async def test_positional_inserts_keep_ids_unique(tools: ToolCaller) -> None:
     ids = await node_ids(tools, workflow_id)
     assert sorted(ids, key=lambda i: int(i.split("_")[1])) == [f"node_{k}" for k in range(1, 7)]
     assert ids == ["node_4", "node_2", "node_6", "node_3", "node_5", "node_1"]
+
+
+async def test_a_stopping_rule_is_set_by_the_typed_tool_and_the_dialect(tools: ToolCaller) -> None:
+    typed = await tools.create(
+        "Write add(a, b).", task_type="code", entry_point="add", public_tests="assert add(1, 2) == 3"
+    )
+    step = await tools.ok("add_operator", workflow_id=typed, operator="Programmer", samples=8, until="tests")
+    assert step["state"]["dsl"] == "Programmer{8|tests}"
+    refused = await tools.error("add_operator", workflow_id=typed, operator="Programmer", until="tests")
+    assert "needs samples >= 2" in refused
+    turned = await tools.create("What is 6 * 7?", task_type="math")
+    text = (
+        "<action>add</action><operator>Custom</operator><samples>8</samples><until>vote</until><prompt>Solve.</prompt>"
+    )
+    step = await tools.act(turned, text)
+    assert step["ok"] is True and step["state"]["dsl"] == "Custom{8|vote}"

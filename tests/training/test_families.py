@@ -27,6 +27,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("code", "sample8-exec"): EXEC_VOTE | {"instructed"},
     ("code", "direct4-exec"): EXEC_VOTE,
     ("code", "direct8-exec"): EXEC_VOTE,
+    ("code", "direct8-tests"): EXEC_VOTE,
     ("code", "exec-repair"): EXEC_VOTE | {"revision", "structured", "instructed"},
     ("code", "plan-sample-exec"): EXEC_VOTE | {"instructed"},
     ("code", "custom+programmer-exec"): EXEC_VOTE | {"structured", "instructed"},
@@ -38,6 +39,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("math", "pot2+cot2-vote"): POT_VOTE | {"structured", "instructed"},
     ("math", "direct-sc4"): SAMPLED_VOTE,
     ("math", "direct-sc8"): SAMPLED_VOTE,
+    ("math", "direct-sc8-vote"): SAMPLED_VOTE,
     ("math", "direct-sc4+pot4"): POT_VOTE | {"structured", "instructed"},
     ("math", "pot4-vote-format"): POT_VOTE | {"instructed"},
     ("qa", "classic"): {"revision", "structured", "instructed"},
@@ -45,6 +47,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("qa", "vote5"): SAMPLED_VOTE | {"instructed"},
     ("qa", "custom-vote"): SAMPLED_VOTE | {"instructed"},
     ("qa", "direct-sc5"): SAMPLED_VOTE,
+    ("qa", "direct-sc5-vote"): SAMPLED_VOTE,
     ("qa", "greedy-format"): {"instructed"},  # otherwise a plain two-step chain belongs to no named family
     ("qa", "vote5-format"): SAMPLED_VOTE | {"instructed"},
     ("qa", "mixed-vote"): SAMPLED_VOTE | {"structured", "instructed"},

@@ -80,6 +80,8 @@ def add_turn(stage: StageBlueprint, *, inline_prompt: bool = False) -> str:
     head = "<action>add</action>"
     if isinstance(stage, OperatorBlueprint):
         samples = f"<samples>{stage.samples}</samples>" if stage.samples > 1 else ""
+        if stage.until:
+            samples += f"<until>{stage.until}</until>"
         prompt = f"<prompt>{stage.prompt}</prompt>" if inline_prompt and stage.prompt else ""
         return f"{head}<operator>{stage.operator}</operator>{samples}{prompt}"
     if isinstance(stage, ConditionalBlueprint):

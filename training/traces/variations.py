@@ -143,7 +143,8 @@ def change_samples(stages: Stages, task_type: str, rng: random.Random) -> tuple[
     value = rng.choice(SAMPLE_CHOICES)
     changed = list(stages)
     if isinstance(stage, OperatorBlueprint) and stage.operator in SAMPLED and stage.samples != value:
-        changed[i] = stage.model_copy(update={"samples": value})
+        # one draw leaves nothing for a stopping rule to stop
+        changed[i] = stage.model_copy(update={"samples": value, "until": stage.until if value > 1 else None})
         return changed, f"stage {i + 1}: {stage.operator} samples {stage.samples} -> {value}"
     if isinstance(stage, ParallelBlueprint):
         draws = list(stage.samples or [1] * len(stage.operators))

@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from operators.stopping import StopRuleName
+
 MAX_NODE_ID_CHARS = 64
 MAX_SAMPLES = 16  # draws per node: bounds the cost of one node to 16 operator calls
 NodeId = Annotated[str, Field(min_length=1, max_length=MAX_NODE_ID_CHARS)]
@@ -24,3 +26,6 @@ class OperatorNode(BaseModel):
     # k > 1: the node runs k times on the same input (draw 1 greedy, the others sampled) and its k outputs
     # become candidates for the next stage, like k parallel branches of itself.
     samples: int = Field(default=1, ge=1, le=MAX_SAMPLES)
+    # With samples k > 1: draw in waves and stop once the rule says more draws could not change the pick
+    # (operators/stopping.py): "tests", the greedy program passes the public tests; "vote", the vote is decisive.
+    until: StopRuleName | None = None

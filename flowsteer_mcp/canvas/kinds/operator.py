@@ -1,4 +1,4 @@
-"""The `operator` kind: a single operator node as a stage (`NAME` or `NAME{k}` in the DSL)."""
+"""The `operator` kind: a single operator node as a stage (`NAME`, `NAME{k}` or `NAME{k|rule}` in the DSL)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 from flowsteer_mcp.canvas.kinds.base import Box, KindBlueprint, MermaidPart, Slot, StageKind
 from flowsteer_mcp.canvas.kinds.node import OperatorNode
+from operators.stopping import StopRuleName
 
 if TYPE_CHECKING:
     from flowsteer_mcp.canvas.validate import CanvasRules
@@ -16,10 +17,14 @@ class OperatorBlueprint(KindBlueprint):
     operator: str
     prompt: str | None = None
     samples: int = 1  # draws of the node (bounded by CanvasRules, with an actionable error)
+    until: StopRuleName | None = None  # stop drawing early (operators/stopping.py); needs samples > 1
 
 
 def render_drawn(node: OperatorNode) -> str:
-    return f"{node.operator}{{{node.samples}}}" if node.samples > 1 else node.operator
+    if node.samples <= 1:
+        return node.operator
+    rule = f"|{node.until}" if node.until else ""
+    return f"{node.operator}{{{node.samples}{rule}}}"
 
 
 class OperatorKind(StageKind[OperatorNode, OperatorBlueprint]):
@@ -44,19 +49,23 @@ class OperatorKind(StageKind[OperatorNode, OperatorBlueprint]):
         return blueprint.model_copy(update={"operator": names[0]})
 
     def build(self, blueprint: OperatorBlueprint, stage_id: str, nodes: list[OperatorNode]) -> OperatorNode:
-        return nodes[0]
+        return nodes[0].model_copy(update={"until": blueprint.until}) if blueprint.until else nodes[0]
 
     def children(self, stage: OperatorNode) -> list[OperatorNode]:
         return []
 
     def blueprint_of(self, stage: OperatorNode) -> OperatorBlueprint:
-        return OperatorBlueprint(operator=stage.operator, prompt=stage.prompt, samples=stage.samples)
+        return OperatorBlueprint(operator=stage.operator, prompt=stage.prompt, samples=stage.samples, until=stage.until)
 
     def validate_samples(self, blueprint: OperatorBlueprint, rules: CanvasRules) -> None:
         rules.samples(blueprint.samples)
+        rules.stop_rule(blueprint.until, blueprint.samples)
 
     def describe(self, blueprint: OperatorBlueprint) -> str:
-        return blueprint.operator + (f" with {blueprint.samples} samples" if blueprint.samples > 1 else "")
+        if blueprint.samples <= 1:
+            return blueprint.operator
+        rule = f", stopping early by {blueprint.until}" if blueprint.until else ""
+        return f"{blueprint.operator} with {blueprint.samples} samples{rule}"
 
     def planned_calls(self, stage: OperatorNode) -> int:
         return stage.samples

@@ -53,7 +53,12 @@ async def run_parallel(
             for draw_rows in branch_rows:
                 sink.extend(draw_rows)
 
-    done = [r for branch_results in results for r in branch_results]
+    return candidates_outcome(state, [r for branch_results in results for r in branch_results])
+
+
+def candidates_outcome(state: FlowState, done: list[NodeResult]) -> StageOutcome:
+    """The outcome of several calls on the same state (branches, draws): their successful texts become the next
+    stage's candidates, and the state continues as if the first successful non-guidance call had run alone."""
     succeeded = [r for r in done if r.ok]
     if not succeeded:
         reasons = "; ".join(r.describe_failure() for r in done)

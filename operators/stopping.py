@@ -1,0 +1,127 @@
+"""Stopping rules for a sampled node: when the draws so far make the remaining draws pointless.
+
+Why: a node with `samples: k` pays k executor calls on every task, although on most tasks its first draws
+already settle the answer (direct's greedy program passes the public tests; the first few sampled answers
+agree). A stopping rule lets the node draw in waves and stop once more draws could not change what the next
+stage would pick, so tokens are spent only where they pay. Two rules exist:
+
+- `tests` (code): draw the greedy program first; when it passes every public test in the sandbox, stop
+  (selection by execution could only pick a program that passes them too); otherwise draw the other k - 1
+  at once, so the ensemble chooses among all k. Without public tests or an entry point there is nothing to
+  check, so every draw is made.
+- `vote` (math, QA): draw the greedy answer, then waves, and stop when the leading answer's lead is
+  decisive: the probability that it is the true majority, under a uniform prior on the two leading answers'
+  shares (a Beta posterior, the criterion of Aggarwal et al. 2023, "Let's Sample Step by Step: Adaptive-
+  Consistency", arXiv 2305.11860), is at least 0.95. Answers are compared as the ensemble's vote compares
+  them (`answers.voting`). Four agreeing answers stop (0.97); three against one do not (0.81).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from operators.answers.voting import answer_classes
+from operators.library._execution import execute
+from operators.sandbox import SandboxRefusedError
+
+StopRuleName = Literal["tests", "vote"]
+DECISIVE = 0.95  # the posterior probability of the leading answer being the majority that stops a vote
+VOTE_WAVES = (1, 3)  # the greedy draw, then waves of 3 (the last wave takes what is left)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One successful draw as a stopping rule sees it."""
+
+    text: str
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskView:
+    task_type: str
+    public_tests: str | None
+    entry_point: str | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    stop: bool
+    reason: str
+
+
+class StopRule(Protocol):
+    name: StopRuleName
+
+    def waves(self, samples: int) -> list[int]:
+        """Wave sizes, in order, that add up to `samples` (the rule is asked after each wave but the last)."""
+        ...
+
+    async def decide(self, draws: Sequence[Draw], task: TaskView, *, timeout_s: float) -> Decision: ...
+
+
+def _waves(samples: int, first: int, size: int) -> list[int]:
+    sizes = [min(first, samples)]
+    while sum(sizes) < samples:
+        sizes.append(min(size, samples - sum(sizes)))
+    return sizes
+
+
+class PublicTestsPass:
+    """Stop after the greedy draw when its program passes every public test."""
+
+    name: StopRuleName = "tests"
+
+    def waves(self, samples: int) -> list[int]:
+        return _waves(samples, 1, samples - 1 or 1)
+
+    async def decide(self, draws: Sequence[Draw], task: TaskView, *, timeout_s: float) -> Decision:
+        if not task.public_tests or not task.entry_point:
+            return Decision(False, "no public tests and entry point to check the program with: every draw is made")
+        program = next((d.code or d.text for d in draws if (d.code or d.text).strip()), None)
+        if program is None:
+            return Decision(False, "the greedy draw gave no program: the other draws are made")
+        try:
+            summary = await execute(program, tests=task.public_tests, entry_point=task.entry_point, timeout_s=timeout_s)
+        except SandboxRefusedError:
+            return Decision(False, "the sandbox runs nothing here, so the tests cannot decide: every draw is made")
+        if summary.succeeded:
+            return Decision(True, "the greedy program passes the public tests: no more draws")
+        return Decision(False, f"the greedy program fails the public tests ({summary.status}): the other draws")
+
+
+def majority_probability(leader: int, runner_up: int) -> float:
+    """P(p_leader > p_runner_up) for shares with a Beta(leader + 1, runner_up + 1) posterior (uniform prior).
+
+    For integer parameters the Beta tail is a binomial sum: P(X > 1/2) = P(Bin(a + b - 1, 1/2) <= a - 1)."""
+    a, b = leader + 1, runner_up + 1
+    n = a + b - 1
+    return sum(math.comb(n, j) for j in range(a)) / 2**n
+
+
+class DecisiveVote:
+    """Stop once the leading answer is the majority with posterior probability >= DECISIVE."""
+
+    name: StopRuleName = "vote"
+
+    def waves(self, samples: int) -> list[int]:
+        return _waves(samples, VOTE_WAVES[0], VOTE_WAVES[1])
+
+    async def decide(self, draws: Sequence[Draw], task: TaskView, *, timeout_s: float) -> Decision:
+        classes = sorted(
+            (len(members) for members in answer_classes([d.text for d in draws], task.task_type)), reverse=True
+        )
+        if not classes:
+            return Decision(False, "no draw has an answer yet")
+        leader, runner_up = classes[0], classes[1] if len(classes) > 1 else 0
+        probability = majority_probability(leader, runner_up)
+        verdict = f"{leader} vs {runner_up} agreeing answers (P(majority) = {probability:.2f})"
+        if probability >= DECISIVE:
+            return Decision(True, f"the vote is decisive: {verdict}; no more draws")
+        return Decision(False, f"the vote is open: {verdict}")
+
+
+STOP_RULES: dict[str, StopRule] = {"tests": PublicTestsPass(), "vote": DecisiveVote()}

@@ -1,0 +1,100 @@
+"""Samples with a stopping rule (`until`): the real operators, sandbox and vote on a scripted executor double.
+
+`Programmer{8|tests}` makes one executor call when direct's greedy program passes the public tests and all 8
+draws otherwise; `Custom{8|vote}` stops once the vote is decisive. The DSL, the dialect and validation carry
+the rule.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from flowsteer_mcp.canvas.dsl import parse_dsl
+from flowsteer_mcp.canvas.errors import CanvasError
+from flowsteer_mcp.canvas.export import import_dsl
+from flowsteer_mcp.canvas.kinds.base import DSLSyntaxError
+from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
+from flowsteer_mcp.canvas.validate import CanvasRules
+from flowsteer_mcp.engine import WorkflowEngine
+from operators.backends.base import ChatRequest
+from operators.backends.scripted import ScriptedBackend
+from operators.registry import default_registry
+from operators.stopping import majority_probability
+
+CODE_TASK = TaskSpec(
+    problem="Write add(a, b) that returns the sum of a and b.",
+    task_type="code",
+    entry_point="add",
+    public_tests="assert add(1, 2) == 3\nassert add(0, 0) == 0",
+)
+MATH_TASK = TaskSpec(problem="What is 6 * 7?", task_type="math")
+RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
+WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
+
+
+def greedy(request: ChatRequest) -> bool:
+    return request.draw is None or request.draw.greedy
+
+
+def run(backend: ScriptedBackend, dsl: str, task: TaskSpec):  # type: ignore[no-untyped-def]
+    registry = default_registry()
+    graph = import_dsl(dsl, CanvasRules(registry, CanvasOptions(finish="relaxed")))
+    return WorkflowEngine(registry, backend, sampled_reasks=0).run(graph, task)
+
+
+async def test_a_greedy_program_that_passes_the_public_tests_stops_after_one_call() -> None:
+    backend = ScriptedBackend(rules=[lambda request: RIGHT])
+    report = await run(backend, "Programmer{8|tests} -> ScEnsemble", CODE_TASK)
+    assert report.status == "ok" and "return a + b" in (report.output or "")
+    assert report.llm_calls == 1 and len(backend.requests) == 1
+    programmer = [row for row in report.trace if row.node_id == "node_1"]
+    assert len(programmer) == 1 and "passes the public tests: no more draws" in (programmer[0].note or "")
+    ensemble = next(row for row in report.trace if row.node_id == "node_2")
+    assert ensemble.llm_calls == 0, "one candidate: nothing to choose"
+
+
+async def test_a_failing_greedy_program_draws_the_rest_and_execution_picks() -> None:
+    backend = ScriptedBackend(rules=[lambda request: WRONG if greedy(request) else RIGHT])
+    report = await run(backend, "Programmer{8|tests} -> ScEnsemble", CODE_TASK)
+    programmer = [row for row in report.trace if row.node_id == "node_1"]
+    assert len(programmer) == 8
+    assert "fails the public tests" in (programmer[0].note or "")
+    assert report.status == "ok" and "return a + b" in (report.output or ""), report.output
+    sampled_requests = [request for request in backend.requests if not greedy(request)]
+    assert len(backend.requests) - len(sampled_requests) >= 1
+
+
+async def test_a_decisive_vote_stops_after_four_draws_and_an_open_one_draws_all() -> None:
+    agreeing = ScriptedBackend(rules=[lambda request: "6 * 7 = 42. The answer is \\boxed{42}."])
+    report = await run(agreeing, "Custom{8|vote} -> ScEnsemble", MATH_TASK)
+    drawn = [row for row in report.trace if row.node_id == "node_1"]
+    assert len(drawn) == 4 and report.output is not None and "42" in report.output
+    assert "the vote is decisive: 4 vs 0" in (drawn[-1].note or "")
+
+    def split(request: ChatRequest) -> str:
+        seed = request.draw.seed if request.draw and request.draw.seed is not None else 0
+        return f"The answer is \\boxed{{{42 if seed % 2 else 41}}}."
+
+    open_vote = ScriptedBackend(rules=[split])
+    report = await run(open_vote, "Custom{8|vote} -> ScEnsemble", MATH_TASK)
+    assert len([row for row in report.trace if row.node_id == "node_1"]) == 8
+
+
+def test_the_majority_probability_is_the_beta_tail() -> None:
+    assert majority_probability(4, 0) == pytest.approx(31 / 32)
+    assert majority_probability(3, 1) == pytest.approx(26 / 32)
+    assert majority_probability(1, 0) == pytest.approx(0.75)
+
+
+def test_the_rule_travels_through_the_dsl_and_is_refused_where_it_cannot_apply() -> None:
+    rules = CanvasRules(default_registry(), CanvasOptions())
+    (blueprint,) = parse_dsl("Programmer{8|tests}")
+    assert blueprint.until == "tests"  # type: ignore[union-attr]
+    graph = import_dsl("Custom{8|vote} -> ScEnsemble", rules)
+    assert graph.stages[0].until == "vote"  # type: ignore[union-attr]
+    with pytest.raises(CanvasError, match="needs samples >= 2"):
+        import_dsl("Programmer{1|tests}", rules)
+    with pytest.raises(DSLSyntaxError, match="unknown stopping rule 'soon'"):
+        parse_dsl("Programmer{8|soon}")
+    with pytest.raises(DSLSyntaxError, match="only allowed on an operator stage"):
+        parse_dsl("[Programmer{3|tests}, Custom] -> ScEnsemble")
