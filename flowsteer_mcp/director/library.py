@@ -81,6 +81,27 @@ _SHORT = "Answer the question from the given information in a few words."
 _QA_VOTE = "Choose the short answer most candidates agree on."
 _SPAN = "Output only the short answer span."
 _DIRECT = None  # no prompt: a first solver then asks the direct call itself (operators.direct_call.fresh_start)
+# Peers (issue #34): AFlow's optimised workflows (Zhang et al., ICLR 2025), as published in the results of its
+# runs (the `bluehalk/AFlow` fork @ 00e983e, data/results/results/<DATASET>/graphs_test: HumanEval round 5,
+# MBPP round 14, GSM8K round 10). Their prompts are paraphrased here, in our words and about their length; what
+# the canvas cannot reproduce is listed in docs/design/evaluation.md, "Peers".
+_AFLOW_IMPROVE = (
+    "An earlier program failed some tests. Read the task again, cover every edge case and requirement, and write "
+    "a better, efficient solution."
+)
+_AFLOW_WRITE = (
+    "Write the Python function the problem asks for, keeping its exact name and signature; include the imports "
+    "it needs and keep the code clear, with short comments."
+)
+_AFLOW_FIX = (
+    "The solution failed its tests. Find the cause in the failing code and the test feedback, and return the "
+    "corrected function with the same name and signature and the imports it needs."
+)
+_AFLOW_MATH = (
+    "Solve the problem as a careful mathematician: identify the quantities and what is asked, choose the "
+    "relations that connect them, work step by step, check the result another way, and end with the final "
+    "answer as a single number without units or words."
+)
 
 
 def _entries(task_type: str, *items: tuple[str, str, list[StageBlueprint]]) -> dict[str, LibraryWorkflow]:
@@ -128,6 +149,22 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             "direct8-exec spending only where it pays: direct's greedy program first; only when it fails the public "
             "tests, the 7 other draws, and the sandbox picks (operators/stopping.py)",
             [_op("Programmer", _DIRECT, samples=8, until="tests"), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
+            "aflow-humaneval",
+            "peer: AFlow's optimised HumanEval workflow (round 5): one program, the public tests; when they fail, "
+            "one regenerated program",
+            [_op("Programmer", _DIRECT), _check("Test", "Programmer", [_CODE_TESTS, _AFLOW_IMPROVE])],
+        ),
+        (
+            "aflow-mbpp",
+            "peer: AFlow's optimised MBPP workflow (round 14): 3 programs, an ensemble pick, the public tests; "
+            "when they fail, one fix",
+            [
+                _op("Programmer", _AFLOW_WRITE, samples=3),
+                _op("ScEnsemble", _CODE_PICK),
+                _check("Test", "Custom", [_CODE_TESTS, _AFLOW_FIX]),
+            ],
         ),
         (
             "exec-repair",
@@ -212,6 +249,12 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             "direct-sc8-vote",
             "direct-sc8 with adaptive consistency: draws in waves (1, 3, 3, 1) stop once the vote is decisive",
             [_op("Custom", _DIRECT, samples=8, until="vote"), _op("ScEnsemble", _MATH_VOTE)],
+        ),
+        (
+            "aflow-gsm8k",
+            "peer: AFlow's optimised GSM8K workflow (round 10): 5 step-by-step solutions voted, then a program "
+            "that computes the answer from the chosen one",
+            [_op("Custom", _AFLOW_MATH, samples=5), _op("ScEnsemble", _MATH_VOTE), _op("Programmer", _POT)],
         ),
         (
             "direct-sc4+pot4",
