@@ -37,6 +37,7 @@ def engine_with(registry: OperatorRegistry, backend: ChatBackend, settings: Engi
         run_timeout_s=settings.run_timeout_s,
         max_reasks=settings.reasks,
         sampled_reasks=settings.sampled_reasks,
+        memo_scope=settings.memo_scope,
     )
 
 

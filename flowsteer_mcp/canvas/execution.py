@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -80,6 +81,11 @@ class ProgressEvent(BaseModel):
 
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
+
+# The workflow a run belongs to, set by whoever opens the workflow (the server's workbench): an executor that
+# memoises node results keys them by it, so one workflow is never served, and never charged for, another's
+# calls (the engine's `memo_scope`).
+RUN_SCOPE: ContextVar[str | None] = ContextVar("flowsteer_run_scope", default=None)
 
 
 class WorkflowExecutor(Protocol):

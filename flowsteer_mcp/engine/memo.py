@@ -45,9 +45,12 @@ def memo_key(
     backend_key: str,
     settings: dict[str, Any],
     draw: DrawSettings = GREEDY,
+    scope: str | None = None,
 ) -> str:
+    """The memo key of one node call; `scope` (a workflow id) keeps the runs of different workflows apart."""
     return digest(
         {
+            "scope": scope,
             "draw": draw.model_dump(mode="json"),
             "node_id": node_id,
             "operator": operator,

@@ -19,12 +19,12 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import structlog
 
-from flowsteer_mcp.canvas.execution import NodeTrace
+from flowsteer_mcp.canvas.execution import RUN_SCOPE, NodeTrace
 from flowsteer_mcp.canvas.model import OperatorNode
 from flowsteer_mcp.engine.context import CallPosition, RunContext
 from flowsteer_mcp.engine.memo import MemoCache, MemoEntry, inputs_digest, memo_key
@@ -80,6 +80,7 @@ class CallSettings:
     sample_top_p: float = DEFAULT_SAMPLE_TOP_P
     sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S  # each sandbox run an operator makes
     sampled_reasks: int | None = None  # re-asks of a sampled draw; None: as many as `max_reasks`
+    memo_scope: Literal["workflow", "server"] = "workflow"  # which runs share memoised results (EngineConfig)
 
     def reasks_for(self, draw: DrawSettings) -> int:
         """Re-asks allowed after an unusable reply. A sampled draw may get fewer than the greedy one: a broken
@@ -220,6 +221,7 @@ class NodeCaller:
             backend_key=self._backend_key,
             settings=self._settings.fingerprint(),
             draw=draw,
+            scope=RUN_SCOPE.get() if self._settings.memo_scope == "workflow" else None,
         )
         row = NodeTrace(
             node_id=node.id,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import structlog
@@ -72,6 +72,7 @@ class WorkflowEngine:
         sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE,
         sample_top_p: float = DEFAULT_SAMPLE_TOP_P,
         sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S,
+        memo_scope: Literal["workflow", "server"] = "workflow",
     ) -> None:
         if not sandbox_timeout_s > 0:
             raise ValueError(f"sandbox_timeout_s must be a positive number of seconds; got {sandbox_timeout_s!r}")
@@ -98,6 +99,7 @@ class WorkflowEngine:
             sample_temperature=sample_temperature,
             sample_top_p=sample_top_p,
             sandbox_timeout_s=sandbox_timeout_s,
+            memo_scope=memo_scope,
         )
 
     async def run(

@@ -28,7 +28,7 @@ from typing import Literal
 import anyio
 import structlog
 
-from flowsteer_mcp.canvas.execution import WorkflowExecutor
+from flowsteer_mcp.canvas.execution import RUN_SCOPE, WorkflowExecutor
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
 from flowsteer_mcp.errors import FlowSteerError
 from flowsteer_mcp.store.base import StoredWorkflow, WorkflowStore
@@ -183,7 +183,11 @@ class Workbench:
         async with self._locked(workflow_id):
             entry = await self._entry(workflow_id)
             canvas = Canvas(_working_copy(entry.record.state), self.registry, self.executor)
-            yield canvas
+            scope = RUN_SCOPE.set(workflow_id)  # its runs reuse only its own memoised calls
+            try:
+                yield canvas
+            finally:
+                RUN_SCOPE.reset(scope)
             record = entry.record.model_copy(update={"state": canvas.state, "updated_at": self._wall_clock()})
             with anyio.CancelScope(shield=True):  # a write that started ends with memory and store alike
                 await self._save(

@@ -24,6 +24,7 @@ A file names models and says which one the executor uses::
     run_timeout_s = 900                      # limit of one whole workflow run
     reasks = 2                               # re-asks after an unusable reply (with the error quoted)
     sampled_reasks = 0                       # re-asks of a node's sampled draws (default: as `reasks`)
+    memo_scope = "workflow"                  # memoised calls reused within a workflow ("server": across them)
 
 Secrets never live in the file: a key-like entry (`api_key`, `token`, ...) is rejected with a pointer to
 `api_key_env`; the key is read from the environment only when a backend is built, held as a `SecretStr`,
@@ -197,6 +198,11 @@ class EngineConfig(_Strict):
     # (docs/design/canvas.md, "Sampling draws"). Unset: as many as `reasks`.
     reasks: int = Field(default=2, ge=0, le=MAX_REASKS)
     sampled_reasks: int | None = Field(default=None, ge=0, le=MAX_REASKS)
+    # Which runs may reuse each other's memoised node results: "workflow" (the default) only the runs of one
+    # workflow (an edit re-runs what it changed), so every workflow pays for what it runs and an evaluation's
+    # per-episode cost is honest; "server" lets identical node calls of different workflows share results,
+    # which saves executor time where cost is not measured (e.g. rollouts of one problem).
+    memo_scope: Literal["workflow", "server"] = "workflow"
 
 
 class BackendsConfig(_Strict):

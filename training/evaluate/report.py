@@ -47,6 +47,8 @@ class CellSummary(BaseModel):
     mean_llm_calls: float
     mean_wall_s: float
     failures: int  # episodes with an error or without an answer
+    # share of the items whose sampled draws held a correct one (evaluate/oracle.py); None: nothing sampled
+    oracle: float | None = None
 
 
 def interval_method(problem_type: str) -> IntervalMethod:
@@ -83,7 +85,14 @@ def summarise(director: str, source: str, items: Sequence[ItemResult]) -> CellSu
         mean_llm_calls=_mean([item.llm_calls for item in items]),
         mean_wall_s=_mean([item.wall_s for item in items]),
         failures=sum(item.failed for item in items),
+        oracle=oracle_share(items),
     )
+
+
+def oracle_share(items: Sequence[ItemResult]) -> float | None:
+    """Of the items a sampled workflow ran, the share where some draw was right; None when none sampled."""
+    known = [item.oracle for item in items if item.oracle is not None]
+    return sum(known) / len(known) if known else None
 
 
 def aggregate(report: EvalReport) -> list[CellSummary]:
@@ -141,7 +150,9 @@ def dataset_table(cells: Sequence[CellSummary]) -> str:
         raise ValueError("a dataset table needs at least one cell")
     first = cells[0]
     show_policy = any(cell.mean_policy_tokens for cell in cells)
-    header = ["director", "score (%)", "95% CI", "score (%) per 1k tokens", "mean turns", "mean tokens"]
+    show_oracle = any(cell.oracle is not None for cell in cells)
+    header = ["director", "score (%)", "95% CI"] + (["oracle (%)"] if show_oracle else [])
+    header += ["score (%) per 1k tokens", "mean turns", "mean tokens"]
     header += ["mean policy tokens"] if show_policy else []
     header += ["mean LLM calls", "mean wall s", "failures", "n"]
     lines = [
@@ -155,6 +166,7 @@ def dataset_table(cells: Sequence[CellSummary]) -> str:
             cell.director,
             _percent(cell.score_mean),
             _ci_text(cell.ci),
+            *([_percent(cell.oracle)] if show_oracle else []),
             _percent(cell.score_per_1k_tokens),
             f"{cell.mean_turns:.1f}",
             f"{cell.mean_tokens:.0f}",
@@ -168,7 +180,13 @@ def dataset_table(cells: Sequence[CellSummary]) -> str:
         f"Score: {meaning}. 95% CI: {METHOD_DESCRIPTIONS[first.ci.method]}. Per 1k tokens: the score divided by "
         "the mean executor tokens per episode, times 1000. Tokens: executor tokens per episode"
         + ("; policy tokens are the director model's." if show_policy else ".")
-        + " Failures: episodes with an error or no answer (scored 0).",
+        + " Failures: episodes with an error or no answer (scored 0)."
+        + (
+            " Oracle: problems where some draw of the workflow's sampled node was correct (pass@k of its own "
+            "draws, the ceiling of its selection); n/a where it samples nothing."
+            if show_oracle
+            else ""
+        ),
     ]
     return "\n".join(lines)
 

@@ -68,6 +68,9 @@ class ItemResult(BaseModel):
     correct: bool = False
     score_method: str = ""
     score_details: dict[str, Any] = Field(default_factory=dict)
+    # a sampled workflow's ceiling: some draw of its first sampled node graded correct (evaluate/oracle.py);
+    # None when it sampled nothing (or in journals written before the oracle existed)
+    oracle: bool | None = None
     workflow_id: str | None = None
     dsl: str = ""
     finished: bool = False

@@ -23,6 +23,7 @@ from flowsteer_mcp.director.episode import Director, EpisodeResult
 from training.data import Problem
 from training.episodes import MakeClient, ScoreFn, describe_error, grade, run_director
 from training.evaluate.journal import item_key
+from training.evaluate.oracle import oracle_correct
 from training.evaluate.results import DirectorTurn, EvalConfig, EvalReport, ItemResult
 from training.evaluate.tasks import task_for
 from training.scoring import score
@@ -102,8 +103,10 @@ async def run_episode(
     graded = await grade(score_fn, problem, run.episode.answer, director=director.name)
     if graded.result is None:
         return item.model_copy(update={"error": f"scoring failed: {graded.error}", "score_method": "scoring_error"})
+    oracle = await oracle_correct(score_fn, problem, run.episode.trace)
     return item.model_copy(
         update={
+            "oracle": oracle,
             "score": graded.result.score,
             "correct": graded.result.correct,
             "score_method": graded.result.method,

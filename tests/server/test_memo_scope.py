@@ -1,0 +1,50 @@
+"""A workflow pays for what it runs: memoised calls are reused within a workflow, never across workflows
+(unless the engine is told `memo_scope = "server"`), so per-episode costs in an evaluation are honest."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+from mcp import Client
+
+from flowsteer_mcp.engine import WorkflowEngine
+from flowsteer_mcp.server import ServerSettings, build_server
+from flowsteer_mcp.store.memory import MemoryStore
+from operators.backends.scripted import ScriptedBackend
+from operators.registry import OperatorRegistry
+from tests.support.servers import ToolCaller
+
+
+async def runs(registry: OperatorRegistry, memo_scope: Literal["workflow", "server"]) -> list[tuple[int, int]]:
+    """(tokens, cache hits) of: workflow A run twice, then workflow B, identical to A, run once."""
+    backend = ScriptedBackend(rules=[lambda request: "The answer is \\boxed{42}."])
+    engine = WorkflowEngine(registry, backend, memo_scope=memo_scope)
+    server = build_server(ServerSettings(), registry=registry, executor=engine, store=MemoryStore())
+    seen: list[tuple[int, int]] = []
+    async with Client(server.mcp) as client:
+        tools = ToolCaller(client)
+        first, second = [
+            (
+                await tools.ok(
+                    "import_workflow", spec="Custom{4} -> ScEnsemble", task="What is 6 * 7?", task_type="math"
+                )
+            )["workflow_id"]
+            for _ in range(2)
+        ]
+        for workflow_id in (first, first, second):
+            execution = (await tools.ok("run_workflow", workflow_id=workflow_id))["execution"]
+            seen.append((execution["tokens"], execution["cache_hits"]))
+    return seen
+
+
+@pytest.mark.parametrize("memo_scope", ["workflow", "server"])
+async def test_memoised_calls_are_shared_only_within_their_scope(
+    registry: OperatorRegistry, memo_scope: Literal["workflow", "server"]
+) -> None:
+    (fresh, _), (rerun, rerun_hits), (other, other_hits) = await runs(registry, memo_scope)
+    assert fresh > 0 and (rerun, rerun_hits) == (0, 5), "a rerun of the same workflow reuses every call"
+    if memo_scope == "workflow":
+        assert (other, other_hits) == (fresh, 0), "an identical workflow pays for its own calls"
+    else:
+        assert (other, other_hits) == (0, 5), "shared across the server"
