@@ -29,6 +29,8 @@ def test_the_draws_are_the_successful_outputs_of_the_first_node_called_more_than
     assert sampled_draws([row("node_1", "41"), row("node_2", "41")]) == [], "nothing sampled"
     looped = [row("node_1", "1", iteration=1), row("node_1", "2", iteration=2)]
     assert sampled_draws(looped) == [], "a loop's iterations are not draws"
+    stopped = [row("node_1", "42", note="sampled draw: greedy; until tests after 1 of 8 draws: ..."), row("node_2", "")]
+    assert sampled_draws(stopped) == ["42"], "a stopping rule's single draw is still the node's draws"
 
 
 async def test_the_oracle_is_true_when_some_draw_is_right_and_none_without_draws() -> None:

@@ -9,20 +9,29 @@ trace outputs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from training.data import Problem
 from training.episodes import ScoreFn, grade
 
+_DRAW_NOTE = re.compile(r"(draw \d+ of \d+|sampled draw):")  # how the engine labels a sampled node's draws
+
 
 def sampled_draws(trace: Sequence[dict[str, Any]]) -> list[str]:
-    """The successful outputs of the first node the run called more than once (its draws), in draw order."""
+    """The successful outputs of the run's first sampled node, in draw order: a node the engine labelled as
+    drawn (also when a stopping rule let it make one draw) or, failing that, one it called more than once."""
     counts: dict[str, int] = {}
+    labelled: list[str] = []
     for row in trace:
-        if not row.get("skipped"):
-            counts[str(row.get("node_id"))] = counts.get(str(row.get("node_id")), 0) + 1
-    node = next((node_id for node_id, count in counts.items() if count > 1), None)
+        if row.get("skipped"):
+            continue
+        node_id = str(row.get("node_id"))
+        counts[node_id] = counts.get(node_id, 0) + 1
+        if _DRAW_NOTE.match(str(row.get("note") or "")) and node_id not in labelled:
+            labelled.append(node_id)
+    node = labelled[0] if labelled else next((n for n, count in counts.items() if count > 1), None)
     if node is None:
         return []
     return [
