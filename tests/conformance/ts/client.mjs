@@ -9,8 +9,7 @@
 // Exit status: 0 when every check passed, 1 when one failed, 2 on a crash (the summary still printed if possible).
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { transportFrom } from './transport.mjs';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
 const summary = { transport: null, server: null, tools: {}, roundTrip: {}, progress: {}, errors: {}, checks: [] };
@@ -19,18 +18,10 @@ function check(name, ok, detail = null) {
   summary.checks.push({ name, ok: Boolean(ok), detail });
 }
 
-function transportFrom(argv) {
-  const [kind, target, ...rest] = argv;
+function connectArgs(argv) {
+  const { kind, transport } = transportFrom(argv, 'client.mjs');
   summary.transport = kind;
-  if (kind === 'stdio' && target) {
-    return new StdioClientTransport({ command: target, args: rest, env: { ...process.env }, stderr: 'inherit' });
-  }
-  if (kind === 'http' && target) {
-    const token = process.env.FLOWSTEER_MCP_TOKEN;
-    const headers = token ? { Authorization: `Bearer ${token}` } : {};
-    return new StreamableHTTPClientTransport(new URL(target), { requestInit: { headers } });
-  }
-  throw new Error('usage: node client.mjs stdio COMMAND [ARG...] | node client.mjs http URL');
+  return transport;
 }
 
 /** The JSON-RPC error of a request that must fail: {code, message}, or {code: null} when it succeeded. */
@@ -135,7 +126,7 @@ async function errors(client) {
 
 async function main() {
   const client = new Client({ name: 'flowsteer-conformance', version: '1.0.0' });
-  await client.connect(transportFrom(process.argv.slice(2)));
+  await client.connect(connectArgs(process.argv.slice(2)));
   try {
     summary.server = { info: client.getServerVersion(), capabilities: client.getServerCapabilities() };
     await listTools(client);

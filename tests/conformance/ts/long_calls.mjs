@@ -15,26 +15,17 @@
 // Exit status: 0 when the script ran (the test judges the summary), 2 on a crash (the summary still printed).
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { transportFrom } from './transport.mjs';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
 const ADD = '<action>add</action><operator>Custom</operator><prompt>Answer with the number only.</prompt>';
 const JOB_WAIT_S = 20; // each get_job poll stays well under the 60 s default timeout
 const summary = { transport: null, protocolVersion: null, taskCapability: null, forms: {} };
 
-function transportFrom(argv) {
-  const [kind, target, ...rest] = argv;
+function connectArgs(argv) {
+  const { kind, transport } = transportFrom(argv, 'long_calls.mjs');
   summary.transport = kind;
-  if (kind === 'stdio' && target) {
-    return new StdioClientTransport({ command: target, args: rest, env: { ...process.env }, stderr: 'inherit' });
-  }
-  if (kind === 'http' && target) {
-    const token = process.env.FLOWSTEER_MCP_TOKEN;
-    const headers = token ? { Authorization: `Bearer ${token}` } : {};
-    return new StreamableHTTPClientTransport(new URL(target), { requestInit: { headers } });
-  }
-  throw new Error('usage: node long_calls.mjs stdio COMMAND [ARG...] | node long_calls.mjs http URL');
+  return transport;
 }
 
 /** A workflow for one timed call. Without `executeEachStep` it gets its Custom node now, without running it,
@@ -138,7 +129,7 @@ async function controlForm(client) {
 
 async function main() {
   const client = new Client({ name: 'flowsteer-long-calls', version: '1.0.0' });
-  await client.connect(transportFrom(process.argv.slice(2)));
+  await client.connect(connectArgs(process.argv.slice(2)));
   try {
     summary.protocolVersion = client.transport?.protocolVersion ?? null;
     summary.taskCapability = client.getServerCapabilities()?.tasks ?? null;

@@ -11,8 +11,7 @@
 // a crash (the summary still printed if possible).
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { transportFrom } from './transport.mjs';
 import {
   McpError,
   ResourceListChangedNotificationSchema,
@@ -27,18 +26,10 @@ const summary = {
 };
 let phase = 'connect';
 
-function transportFrom(argv) {
-  const [kind, target, ...rest] = argv;
+function connectArgs(argv) {
+  const { kind, transport } = transportFrom(argv, 'subscribe.mjs');
   summary.transport = kind;
-  if (kind === 'stdio' && target) {
-    return new StdioClientTransport({ command: target, args: rest, env: { ...process.env }, stderr: 'inherit' });
-  }
-  if (kind === 'http' && target) {
-    const token = process.env.FLOWSTEER_MCP_TOKEN;
-    const headers = token ? { Authorization: `Bearer ${token}` } : {};
-    return new StreamableHTTPClientTransport(new URL(target), { requestInit: { headers } });
-  }
-  throw new Error('usage: node subscribe.mjs stdio COMMAND [ARG...] | node subscribe.mjs http URL');
+  return transport;
 }
 
 /** What a phase brought: updated URIs and LIST_CHANGED, in arrival order. */
@@ -120,7 +111,7 @@ async function scenario(client) {
 }
 
 async function main() {
-  const transport = transportFrom(process.argv.slice(2));
+  const transport = connectArgs(process.argv.slice(2));
   const setVersion = transport.setProtocolVersion?.bind(transport);
   transport.setProtocolVersion = (version) => {
     summary.protocolVersion = version;
