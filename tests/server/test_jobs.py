@@ -241,3 +241,21 @@ async def test_a_long_poll_sends_the_jobs_activity_as_progress(registry: Operato
     assert len(heard) >= 3, heard
     assert all(later[0] > earlier[0] for earlier, later in itertools.pairwise(heard))
     assert all(message and message.startswith("act") for _, message in heard), heard
+
+
+def test_the_owner_of_a_job_is_the_oauth_principal_of_the_request() -> None:
+    """Jobs belong to the identity the OAuth gate authenticated (the SDK's user in the request scope)."""
+    from types import SimpleNamespace
+
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    from flowsteer_mcp.server.background import principal_of
+
+    token = AccessToken(
+        token="t", client_id="assistant", scopes=["flowsteer:write"], subject="alice", claims={"iss": "https://idp"}
+    )
+    request = SimpleNamespace(scope={"user": AuthenticatedUser(token)})
+    assert principal_of(SimpleNamespace(request=request)) == "https://idp|assistant|alice"  # type: ignore[arg-type]
+    assert principal_of(SimpleNamespace(request=SimpleNamespace(scope={}))) is None  # type: ignore[arg-type]
+    assert principal_of(None) is None
