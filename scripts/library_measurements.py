@@ -1,8 +1,9 @@
 """Regenerate `flowsteer_mcp/director/library_measurements.json` from the published evaluation reports.
 
-Every `template:NAME` director in a report under `docs/runs/` (the dev-slice runs and screens of the workflow
-library; the Flow-Director runs under `cpu-warmstart/` and the outdated `eval-qwen/` are left out) gives one
-measurement per dataset, with `direct`'s score and tokens from the same run on the same problems.
+Every `template:NAME` director in a report under `docs/runs/` that ran on the dev slices (the library's dev-slice
+runs and screens; screens on training problems, the Flow-Director runs under `cpu-warmstart/` and the outdated
+`eval-qwen/` are left out) gives one measurement per dataset, with `direct`'s score and tokens from the same run
+on the same problems.
 
     .venv/bin/python scripts/library_measurements.py          # rewrite the file
     .venv/bin/python scripts/library_measurements.py --check  # exit 1 if the file differs from the reports
@@ -44,9 +45,15 @@ def stale(task_type: str, name: str, date: str) -> str | None:
     return STALE if any(prompts) else None
 
 
+def on_dev_slices(path: Path) -> bool:
+    """Screens on training problems (`../shared/data/train/`) choose settings; only dev-slice runs judge."""
+    data: list[str] = json.loads(path.read_text(encoding="utf-8"))["config"].get("data") or []
+    return bool(data) and not any("/train/" in item for item in data)
+
+
 def reports() -> list[Path]:
     found = sorted(RUNS.glob("*/report.json")) + sorted(RUNS.glob("*/*/report.json"))
-    return [path for path in found if path.relative_to(RUNS).parts[0] not in LEFT_OUT]
+    return [path for path in found if path.relative_to(RUNS).parts[0] not in LEFT_OUT and on_dev_slices(path)]
 
 
 def measurements_in(path: Path) -> list[tuple[str, str, Measurement]]:
