@@ -13,14 +13,14 @@ import json
 import re
 import secrets
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conformance.test_ts_client import ANNOTATIONS, TS_DIR, flowsteer_mcp, node
+from tests.conformance.test_ts_client import ANNOTATIONS
+from tests.conformance.ts_scripts import flowsteer_mcp, run_script
 from tests.support.servers import REPO_ROOT, HttpServerProcess, free_port, server_env
 
 pytestmark = pytest.mark.slow
@@ -167,17 +167,7 @@ def test_the_readme_client_snippets_connect_with_the_typescript_sdk(tmp_path: Pa
         specs = [client_spec(config, tmp_path, live.url_via("127.0.0.1"), token) for config in snippets.configs]
         spec_file = tmp_path / "specs.json"
         spec_file.write_text(json.dumps(specs))
-        done = subprocess.run(
-            [node(), str(TS_DIR / "snippet_client.mjs"), str(spec_file)],
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-            timeout=240,
-        )
-    lines = done.stdout.strip().splitlines()
-    assert lines, done.stderr[-3000:]
-    summary = json.loads(lines[-1])
-    assert summary.get("crash") is None, summary["crash"]
+        summary = run_script("snippet_client.mjs", str(spec_file), timeout_s=240).summary
     results = {result["label"]: result for result in summary["results"]}
     assert list(results) == labels
     for config in snippets.configs:

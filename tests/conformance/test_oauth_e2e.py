@@ -13,7 +13,6 @@ import base64
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,12 +27,13 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tests.conformance.ts_scripts import node as ts_node
+from tests.conformance.ts_scripts import run_script
 from tests.support.servers import READY_TIMEOUT_S, REPO_ROOT, HttpServerProcess, free_port, mcp_url, server_env
 
 pytestmark = pytest.mark.slow
 
 OAUTH_DIR = REPO_ROOT / "tests" / "conformance" / "oauth"
-TS_DIR = REPO_ROOT / "tests" / "conformance" / "ts"
 READ, WRITE = "flowsteer:read", "flowsteer:write"
 SHORT_TTL_S = 4
 CLIENT_TIMEOUT_S = 120
@@ -47,12 +47,11 @@ INITIALIZE = {
 
 
 def node() -> str:
-    if os.environ.get("FLOWSTEER_SKIP_NODE") == "1":
-        pytest.skip("FLOWSTEER_SKIP_NODE=1: the OAuth conformance test is skipped on request")
-    found = shutil.which("node")
-    assert found, "node is required for the OAuth conformance test (or set FLOWSTEER_SKIP_NODE=1 to skip it)"
-    for folder, package in ((OAUTH_DIR, "oidc-provider"), (TS_DIR, "@modelcontextprotocol/sdk")):
-        assert (folder / "node_modules" / package).is_dir(), f"{package} is not installed: run `make conformance-deps`"
+    """The TypeScript runner (ts_scripts.node checks the SDK), plus the provider's own package."""
+    found = ts_node()
+    assert (OAUTH_DIR / "node_modules" / "oidc-provider").is_dir(), (
+        "oidc-provider is not installed: run `make conformance-deps`"
+    )
     return found
 
 
@@ -152,19 +151,10 @@ def claims_of(token: str) -> dict[str, Any]:
 
 
 def run_client(mode: str, url: str, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [node(), str(TS_DIR / "oauth_client.mjs"), mode, url],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=server_env(env),
-        timeout=CLIENT_TIMEOUT_S,
-    )
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"the client printed nothing (exit {done.returncode}):\n{done.stderr}"
-    summary: dict[str, Any] = json.loads(lines[-1])
-    assert summary.get("crash") is None and done.returncode == 0, f"{summary.get('crash')}\n{done.stderr}"
-    return summary
+    node()
+    run = run_script("oauth_client.mjs", mode, url, env=server_env(env), timeout_s=CLIENT_TIMEOUT_S)
+    assert run.returncode == 0, run.stderr
+    return run.summary
 
 
 def test_the_protected_resource_metadata_names_the_issuer_and_scopes(

@@ -7,22 +7,17 @@ Node is required: a missing `node` fails here; set FLOWSTEER_SKIP_NODE=1 to skip
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.servers import REPO_ROOT, HttpServerProcess, server_command, server_env
+from tests.conformance.ts_scripts import flowsteer_mcp, run_script
+from tests.support.servers import HttpServerProcess, server_env
 
 pytestmark = pytest.mark.slow
 
-TS_DIR = REPO_ROOT / "tests" / "conformance" / "ts"
 CLIENT_TIMEOUT_S = 180
 
 SCRIPTED_EXECUTOR = """
@@ -60,40 +55,12 @@ ANNOTATIONS: dict[str, tuple[bool, bool | None, bool, bool]] = {
 }
 
 
-def node() -> str:
-    if os.environ.get("FLOWSTEER_SKIP_NODE") == "1":
-        pytest.skip("FLOWSTEER_SKIP_NODE=1: the TypeScript conformance client is skipped on request")
-    found = shutil.which("node")
-    assert found, "node is required for the conformance test (or set FLOWSTEER_SKIP_NODE=1 to skip it explicitly)"
-    assert (TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir(), (
-        "the TypeScript SDK is not installed: run `make conformance-deps` (npm ci --prefix tests/conformance/ts)"
-    )
-    return found
-
-
-def flowsteer_mcp() -> list[str]:
-    """The installed `flowsteer-mcp` command next to this interpreter, as clients configure it."""
-    script = Path(sys.executable).with_name("flowsteer-mcp")
-    return [str(script)] if script.exists() else server_command()
-
-
 def run_client(*args: str, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [node(), str(TS_DIR / "client.mjs"), *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        timeout=CLIENT_TIMEOUT_S,
-    )
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"the client printed nothing (exit {done.returncode}):\n{done.stderr}"
-    summary: dict[str, Any] = json.loads(lines[-1])
-    assert summary.get("crash") is None, f"{summary['crash']}\n{done.stderr}"
-    failed = [c for c in summary["checks"] if not c["ok"]]
+    run = run_script("client.mjs", *args, env=env, timeout_s=CLIENT_TIMEOUT_S)
+    failed = [c for c in run.summary["checks"] if not c["ok"]]
     assert failed == [], failed
-    assert done.returncode == 0, done.stderr
-    return summary
+    assert run.returncode == 0, run.stderr
+    return run.summary
 
 
 def assert_conformant(summary: dict[str, Any], *, executes: bool) -> None:

@@ -10,17 +10,15 @@ options, the synchronous form with `resetTimeoutOnProgress`, and a control that 
 from __future__ import annotations
 
 import itertools
-import json
 import secrets
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conformance.test_ts_client import TS_DIR, flowsteer_mcp, node
+from tests.conformance.ts_scripts import finished, flowsteer_mcp, start_script
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.servers import REPO_ROOT, HttpServerProcess, server_env
+from tests.support.servers import HttpServerProcess, server_env
 
 pytestmark = pytest.mark.slow
 
@@ -46,26 +44,6 @@ max_concurrency = 8
 call_timeout_s = 300
 reasks = 0
 """
-
-
-def start_client(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [node(), str(TS_DIR / "long_calls.mjs"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-    )
-
-
-def summary_of(client: subprocess.Popen[str]) -> dict[str, Any]:
-    stdout, stderr = client.communicate(timeout=CLIENT_TIMEOUT_S)
-    lines = stdout.strip().splitlines()
-    assert lines, f"the client printed nothing (exit {client.returncode}):\n{stderr[-3000:]}"
-    summary: dict[str, Any] = json.loads(lines[-1])
-    assert summary.get("crash") is None, f"{summary['crash']}\n{stderr[-3000:]}"
-    return summary
 
 
 def assert_no_form_timed_out(summary: dict[str, Any]) -> None:
@@ -108,11 +86,20 @@ def test_long_calls_complete_with_the_typescript_sdk_over_stdio_and_http(tmp_pat
         config.write_text(executor_config(stub.base_url))
         token = secrets.token_urlsafe(32)
         with HttpServerProcess("--config", str(config), env={"FLOWSTEER_MCP_TOKEN": token}) as server:
-            over_stdio = start_client(
-                "stdio", *flowsteer_mcp(), "--config", str(config), "--log-level", "WARNING", env=server_env()
+            over_stdio = start_script(
+                "long_calls.mjs",
+                "stdio",
+                *flowsteer_mcp(),
+                "--config",
+                str(config),
+                "--log-level",
+                "WARNING",
+                env=server_env(),
             )
-            over_http = start_client("http", server.url, env=server_env({"FLOWSTEER_MCP_TOKEN": token}))
-            summaries = [summary_of(over_stdio), summary_of(over_http)]
+            over_http = start_script(
+                "long_calls.mjs", "http", server.url, env=server_env({"FLOWSTEER_MCP_TOKEN": token})
+            )
+            summaries = [finished(process, CLIENT_TIMEOUT_S).summary for process in (over_stdio, over_http)]
         requests = len(stub.chat_requests)
     for summary in summaries:
         assert_no_form_timed_out(summary)

@@ -7,15 +7,13 @@ notification with the phase it arrived in. Node is required (see test_ts_client.
 
 from __future__ import annotations
 
-import json
 import secrets
-import subprocess
 from typing import Any
 
 import pytest
 
-from tests.conformance.test_ts_client import TS_DIR, flowsteer_mcp, node
-from tests.support.servers import REPO_ROOT, HttpServerProcess, server_env
+from tests.conformance.ts_scripts import flowsteer_mcp, run_script
+from tests.support.servers import HttpServerProcess, server_env
 
 pytestmark = pytest.mark.slow
 
@@ -23,22 +21,11 @@ SCRIPT_TIMEOUT_S = 120
 LIST_CHANGED = "list_changed"
 
 
-def run_script(*args: str, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [node(), str(TS_DIR / "subscribe.mjs"), *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        timeout=SCRIPT_TIMEOUT_S,
-    )
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"the script printed nothing (exit {done.returncode}):\n{done.stderr}"
-    summary: dict[str, Any] = json.loads(lines[-1])
-    assert summary.get("crash") is None, f"{summary['crash']}\n{done.stderr}"
-    assert summary["timeouts"] == [], f"expected notifications never came: {summary['timeouts']}"
-    assert done.returncode == 0, done.stderr
-    return summary
+def run_subscriber(*args: str, env: dict[str, str]) -> dict[str, Any]:
+    run = run_script("subscribe.mjs", *args, env=env, timeout_s=SCRIPT_TIMEOUT_S)
+    assert run.summary["timeouts"] == [], f"expected notifications never came: {run.summary['timeouts']}"
+    assert run.returncode == 0, run.stderr
+    return run.summary
 
 
 def assert_notified(summary: dict[str, Any]) -> None:
@@ -66,7 +53,7 @@ def assert_notified(summary: dict[str, Any]) -> None:
 
 
 def test_typescript_client_hears_updates_over_stdio() -> None:
-    summary = run_script("stdio", *flowsteer_mcp(), "--no-executor", "--log-level", "WARNING", env=server_env())
+    summary = run_subscriber("stdio", *flowsteer_mcp(), "--no-executor", "--log-level", "WARNING", env=server_env())
     assert summary["transport"] == "stdio"
     assert_notified(summary)
 
@@ -74,6 +61,6 @@ def test_typescript_client_hears_updates_over_stdio() -> None:
 def test_typescript_client_hears_updates_over_http_with_a_token() -> None:
     token = secrets.token_urlsafe(32)
     with HttpServerProcess("--no-executor", env={"FLOWSTEER_MCP_TOKEN": token}) as server:
-        summary = run_script("http", server.url, env=server_env({"FLOWSTEER_MCP_TOKEN": token}))
+        summary = run_subscriber("http", server.url, env=server_env({"FLOWSTEER_MCP_TOKEN": token}))
     assert summary["transport"] == "http"
     assert_notified(summary)
