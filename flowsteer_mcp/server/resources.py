@@ -101,6 +101,12 @@ def register_resources(server: MCPServer, bench: Workbench, observer: Observatio
         except WorkflowNotFound:
             raise unknown_workflow(workflow_id) from None
 
+    register_prompt(server, bench, observer)
+
+
+def register_prompt(server: MCPServer, bench: Workbench, observer: ObservationBuilder) -> None:
+    """The `flow_director` prompt: the policy's system prompt and first turn for a task."""
+
     @server.prompt(
         title="Flow-Director", description="system prompt and first turn for designing a workflow for a task"
     )

@@ -68,11 +68,21 @@ _STRUCTURE_KINDS_DOC = "the kind of stage: " + "; ".join(f"{kind.name}: {kind.su
 
 
 def register_tools(kit: ToolKit) -> None:
-    """The canvas tools: create, edit (act and typed), run, finish, read, export/import, delete."""
-    bench, registry, tool = kit.bench, kit.registry, kit.tool
+    """The canvas tools: create and import, the steps that edit and run a workflow, read and delete."""
+    _register_creation(kit)
+    _register_steps(kit)
+    _register_additions(kit)
+    _register_node_edits(kit)
+    _register_views(kit)
 
-    def step(workflow_id: str, result: StepResult) -> WorkflowStep:
-        return WorkflowStep(workflow_id=workflow_id, **result.model_dump())
+
+def _step(workflow_id: str, result: StepResult) -> WorkflowStep:
+    return WorkflowStep(workflow_id=workflow_id, **result.model_dump())
+
+
+def _register_creation(kit: ToolKit) -> None:
+    """create_workflow (empty or from the library) and import_workflow."""
+    tool = kit.tool
 
     @tool("Create workflow", CREATES)
     async def create_workflow(
@@ -98,6 +108,33 @@ def register_tools(kit: ToolKit) -> None:
         state.graph = kit.imported(entry.spec(), "json", state)
         return await kit.created(state, f"Workflow created from the library's {entry.name}: {entry.dsl()}.")
 
+    @tool("Import workflow", CREATES)
+    async def import_workflow(
+        spec: Annotated[ImportSpec, Field(description="a JSON export or a DSL string")],
+        task: Annotated[TaskText, Field(description="the problem the imported workflow is for")],
+        format: Annotated[Literal["auto", "json", "dsl"], Field(description="auto detects JSON vs DSL")] = "auto",
+        task_type: TaskTypeInput = "auto",
+        entry_point: EntryPoint | None = None,
+        public_tests: PublicTests | None = None,
+        options: WorkflowOptionsInput | None = None,
+    ) -> CreatedWorkflow:
+        """Create a workflow from a JSON export or a DSL string (validated like any edit)."""
+        if len(spec) > kit.settings.max_import_chars:
+            raise ToolError(f"spec is {len(spec)} characters; the limit is {kit.settings.max_import_chars}.")
+        task_spec = kit.task_from(task, task_type, entry_point, public_tests)
+        state = CanvasState(task=task_spec, options=kit.options_from(options))
+        kind: Literal["json", "dsl"] = (
+            format if format != "auto" else ("json" if spec.lstrip().startswith("{") else "dsl")
+        )
+        # in a worker thread: a big spec must not stall the other clients of this server
+        state.graph = await anyio.to_thread.run_sync(kit.imported, spec, kind, state)
+        return await kit.created(state, f"Workflow imported from {kind}.")
+
+
+def _register_steps(kit: ToolKit) -> None:
+    """act, run_workflow and finish: each opens the workflow, may run it and reports progress."""
+    tool = kit.tool
+
     @tool("Act: one Flow-Director turn", DESTRUCTIVE_AND_RUNS)
     async def act(
         workflow_id: WorkflowId,
@@ -108,7 +145,34 @@ def register_tools(kit: ToolKit) -> None:
     ) -> WorkflowStep:
         """Apply one Flow-Director turn (e.g. <action>add</action><operator>Plan</operator>); costs one round."""
         async with kit.working(workflow_id, ctx, "act") as (canvas, progress):
-            return step(workflow_id, await canvas.act(text, progress))
+            return _step(workflow_id, await canvas.act(text, progress))
+
+    @tool("Run workflow", RUNS)
+    async def run_workflow(workflow_id: WorkflowId, ctx: Context) -> RunResult:
+        """Execute the workflow now (progress notifications per node); no round is used."""
+        async with kit.working(workflow_id, ctx, "run_workflow") as (canvas, progress):
+            report = await canvas.run(progress)
+        view = execution_view(report, fresh=True)
+        assert view is not None
+        return RunResult(workflow_id=workflow_id, execution=view, trace=report.trace)
+
+    @tool("Finish workflow", DESTRUCTIVE_AND_RUNS)
+    async def finish(
+        workflow_id: WorkflowId,
+        ctx: Context,
+        answer: Annotated[
+            AnswerText | None,
+            Field(description="optional claimed answer (recorded; the executed output is the answer)"),
+        ] = None,
+    ) -> WorkflowStep:
+        """Ask to finish: the finish gate accepts or names the unmet constraint (a rejection costs a round)."""
+        async with kit.working(workflow_id, ctx, "finish") as (canvas, progress):
+            return _step(workflow_id, await canvas.finish(answer, progress))
+
+
+def _register_additions(kit: ToolKit) -> None:
+    """The typed edits that add a stage: add_operator and add_structure."""
+    tool = kit.tool
 
     @tool("Add operator", ADDS_AND_RUNS)
     async def add_operator(
@@ -131,7 +195,7 @@ def register_tools(kit: ToolKit) -> None:
         """Add one operator stage (appended, or inserted at `position`)."""
         blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples, until=until)
         async with kit.working(workflow_id, ctx, "add_operator") as (canvas, progress):
-            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
+            return _step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
 
     @tool(f"Add structure ({', '.join(kind.name for kind in STRUCTURES)})", ADDS_AND_RUNS)
     async def add_structure(
@@ -157,7 +221,12 @@ def register_tools(kit: ToolKit) -> None:
         )
         blueprint = _structure_blueprint(structure, args)
         async with kit.working(workflow_id, ctx, "add_structure") as (canvas, progress):
-            return step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
+            return _step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
+
+
+def _register_node_edits(kit: ToolKit) -> None:
+    """The typed edits of one node: delete_node, modify_node, set_prompt."""
+    tool = kit.tool
 
     @tool("Delete node", DESTRUCTIVE_AND_RUNS)
     async def delete_node(
@@ -169,7 +238,7 @@ def register_tools(kit: ToolKit) -> None:
         """Delete a stage, or a child node when its structure stays valid."""
         async with kit.working(workflow_id, ctx, "delete_node") as (canvas, progress):
             action = DeleteNode(node_id=node_id, with_parent=with_parent)
-            return step(workflow_id, await canvas.edit(action, progress))
+            return _step(workflow_id, await canvas.edit(action, progress))
 
     @tool("Modify node (replace its operator)", DESTRUCTIVE_AND_RUNS)
     async def modify_node(
@@ -185,7 +254,7 @@ def register_tools(kit: ToolKit) -> None:
         """Replace the operator of a node (top-level or inside a structure); its id stays the same."""
         async with kit.working(workflow_id, ctx, "modify_node") as (canvas, progress):
             action = ModifyNode(node_id=node_id, operator=operator, prompt=prompt, samples=samples)
-            return step(workflow_id, await canvas.edit(action, progress))
+            return _step(workflow_id, await canvas.edit(action, progress))
 
     @tool("Set node prompt", OVERWRITES_AND_RUNS)
     async def set_prompt(
@@ -196,29 +265,12 @@ def register_tools(kit: ToolKit) -> None:
     ) -> WorkflowStep:
         """Set the custom prompt (instruction) of an operator node."""
         async with kit.working(workflow_id, ctx, "set_prompt") as (canvas, progress):
-            return step(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress))
+            return _step(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress))
 
-    @tool("Run workflow", RUNS)
-    async def run_workflow(workflow_id: WorkflowId, ctx: Context) -> RunResult:
-        """Execute the workflow now (progress notifications per node); no round is used."""
-        async with kit.working(workflow_id, ctx, "run_workflow") as (canvas, progress):
-            report = await canvas.run(progress)
-        view = execution_view(report, fresh=True)
-        assert view is not None
-        return RunResult(workflow_id=workflow_id, execution=view, trace=report.trace)
 
-    @tool("Finish workflow", DESTRUCTIVE_AND_RUNS)
-    async def finish(
-        workflow_id: WorkflowId,
-        ctx: Context,
-        answer: Annotated[
-            AnswerText | None,
-            Field(description="optional claimed answer (recorded; the executed output is the answer)"),
-        ] = None,
-    ) -> WorkflowStep:
-        """Ask to finish: the finish gate accepts or names the unmet constraint (a rejection costs a round)."""
-        async with kit.working(workflow_id, ctx, "finish") as (canvas, progress):
-            return step(workflow_id, await canvas.finish(answer, progress))
+def _register_views(kit: ToolKit) -> None:
+    """The read-only views (get, list, export) and delete_workflow."""
+    bench, registry, tool = kit.bench, kit.registry, kit.tool
 
     @tool("Get workflow", READ_ONLY)
     async def get_workflow(workflow_id: WorkflowId) -> WorkflowDetail:
@@ -243,28 +295,6 @@ def register_tools(kit: ToolKit) -> None:
             return ExportResult(
                 workflow_id=workflow_id, format=format, content=render_export(canvas.state.graph, format)
             )
-
-    @tool("Import workflow", CREATES)
-    async def import_workflow(
-        spec: Annotated[ImportSpec, Field(description="a JSON export or a DSL string")],
-        task: Annotated[TaskText, Field(description="the problem the imported workflow is for")],
-        format: Annotated[Literal["auto", "json", "dsl"], Field(description="auto detects JSON vs DSL")] = "auto",
-        task_type: TaskTypeInput = "auto",
-        entry_point: EntryPoint | None = None,
-        public_tests: PublicTests | None = None,
-        options: WorkflowOptionsInput | None = None,
-    ) -> CreatedWorkflow:
-        """Create a workflow from a JSON export or a DSL string (validated like any edit)."""
-        if len(spec) > kit.settings.max_import_chars:
-            raise ToolError(f"spec is {len(spec)} characters; the limit is {kit.settings.max_import_chars}.")
-        task_spec = kit.task_from(task, task_type, entry_point, public_tests)
-        state = CanvasState(task=task_spec, options=kit.options_from(options))
-        kind: Literal["json", "dsl"] = (
-            format if format != "auto" else ("json" if spec.lstrip().startswith("{") else "dsl")
-        )
-        # in a worker thread: a big spec must not stall the other clients of this server
-        state.graph = await anyio.to_thread.run_sync(kit.imported, spec, kind, state)
-        return await kit.created(state, f"Workflow imported from {kind}.")
 
     @tool("Delete workflow", DELETES)
     async def delete_workflow(workflow_id: WorkflowId) -> Deleted:
