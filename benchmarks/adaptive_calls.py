@@ -4,6 +4,8 @@ No LLM: a scripted executor double answers, so the only thing measured is what t
 (operators/stopping.py), with the real operators, the real sandbox and the real vote. The rules say:
 - `direct8-tests` (`Programmer{8|tests} -> ScEnsemble`): 1 draw when direct's greedy program passes the
   public tests, 1 + 7 when it fails them; `direct8-exec` always draws 8.
+- `direct8-passes` (`Programmer{8|passes} -> ScEnsemble`): 1 draw when the greedy program passes the public
+  tests, 1 + 3 when a draw of the second wave does, all 8 when none passes.
 - `direct-sc8-vote` (`Custom{8|vote} -> ScEnsemble`): 4 draws when they all agree (the vote is decisive),
   all 8 when the answers split; `direct-sc8` always draws 8.
 Each case must pick a right answer and make exactly the draws its rule says; otherwise the benchmark prints
@@ -28,7 +30,8 @@ from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.director.library import library_workflow
 from flowsteer_mcp.engine import WorkflowEngine
-from operators.backends.base import ChatRequest
+from flowsteer_mcp.engine.node_call import derived_seed
+from operators.backends.base import ChatRequest, draw_seed
 from operators.backends.scripted import ScriptedBackend
 from operators.registry import default_registry
 
@@ -39,6 +42,9 @@ CODE = TaskSpec(
     public_tests="assert add(1, 2) == 3\nassert add(0, 0) == 0",
 )
 MATH = TaskSpec(problem="What is 6 * 7?", task_type="math")
+# The seed the executor sees for the 2nd sample of an `n` request starting at draw 1 (workflow seed 0): the
+# second wave of `passes` (draws 1-3) and direct8-exec's one request (draws 1-7) both hold it.
+SECOND_WAVE_PASSER = draw_seed(derived_seed(0, "node_1", 1), 1)
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
 WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
 
@@ -72,6 +78,25 @@ CASES = (
         "direct8-exec",
         8,
         "a + b",
+    ),
+    Case("greedy program passes (waves)", CODE, lambda r: RIGHT, "direct8-passes", "direct8-exec", 1, "a + b"),
+    Case(
+        "a draw of the second wave passes",
+        CODE,
+        lambda r: RIGHT if not greedy(r) and seed_of(r) == SECOND_WAVE_PASSER else WRONG,
+        "direct8-passes",
+        "direct8-exec",
+        4,
+        "a + b",
+    ),
+    Case(
+        "no draw passes the public tests",
+        CODE,
+        lambda r: WRONG,
+        "direct8-passes",
+        "direct8-exec",
+        8,
+        "a - b",
     ),
     Case(
         "every answer agrees",

@@ -9,6 +9,10 @@ stage would pick, so tokens are spent only where they pay. Two rules exist:
   (selection by execution could only pick a program that passes them too); otherwise draw the other k - 1
   at once, so the ensemble chooses among all k. Without public tests or an entry point there is nothing to
   check, so every draw is made.
+- `passes` (code): the greedy program, then 3 draws, then the rest; stop after the first wave in which some
+  program passes every public test. Why: on problems the greedy program fails, more draws mostly pay off
+  early or never, and the ensemble keeps only programs that pass the most public tests anyway, so a passing
+  program in hand leaves the others little to add; problems no draw passes still take all k.
 - `vote` (math, QA): draw the greedy answer, then waves, and stop when the leading answer's lead is
   decisive: the probability that it is the true majority, under a uniform prior on the two leading answers'
   shares (a Beta posterior, the criterion of Aggarwal et al. 2023, "Let's Sample Step by Step: Adaptive-
@@ -27,9 +31,10 @@ from operators.answers.voting import answer_classes
 from operators.library._execution import execute
 from operators.sandbox import SandboxRefusedError
 
-StopRuleName = Literal["tests", "vote"]
+StopRuleName = Literal["tests", "passes", "vote"]
 DECISIVE = 0.95  # the posterior probability of the leading answer being the majority that stops a vote
 VOTE_WAVES = (1, 3)  # the greedy draw, then waves of 3 (the last wave takes what is left)
+PASS_WAVES = (1, 3)  # the greedy draw, 3 more, then every draw left
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,35 @@ class PublicTestsPass:
         return Decision(False, f"the greedy program fails the public tests ({summary.status}): the other draws")
 
 
+async def _passes_public_tests(program: str, task: TaskView, timeout_s: float) -> bool:
+    assert task.public_tests and task.entry_point
+    summary = await execute(program, tests=task.public_tests, entry_point=task.entry_point, timeout_s=timeout_s)
+    return summary.succeeded
+
+
+class SomeDrawPasses:
+    """Stop after the first wave holding a program that passes every public test (waves 1, 3, the rest)."""
+
+    name: StopRuleName = "passes"
+
+    def waves(self, samples: int) -> list[int]:
+        first, second = PASS_WAVES
+        sizes = [1, min(second, samples - 1), samples - 1 - min(second, samples - 1)]
+        return [size for size in sizes if size > 0] if samples > first else [samples]
+
+    async def decide(self, draws: Sequence[Draw], task: TaskView, *, timeout_s: float) -> Decision:
+        if not task.public_tests or not task.entry_point:
+            return Decision(False, "no public tests and entry point to check the programs with: every draw is made")
+        programs = list(dict.fromkeys(p for p in ((d.code or d.text) for d in draws) if p.strip()))
+        try:
+            for number, program in enumerate(programs, start=1):
+                if await _passes_public_tests(program, task, timeout_s):
+                    return Decision(True, f"program {number} of {len(programs)} passes the public tests: no more draws")
+        except SandboxRefusedError:
+            return Decision(False, "the sandbox runs nothing here, so the tests cannot decide: every draw is made")
+        return Decision(False, f"none of {len(programs)} distinct programs passes the public tests: more draws")
+
+
 def majority_probability(leader: int, runner_up: int) -> float:
     """P(p_leader > p_runner_up) for shares with a Beta(leader + 1, runner_up + 1) posterior (uniform prior).
 
@@ -124,4 +158,4 @@ class DecisiveVote:
         return Decision(False, f"the vote is open: {verdict}")
 
 
-STOP_RULES: dict[str, StopRule] = {"tests": PublicTestsPass(), "vote": DecisiveVote()}
+STOP_RULES: dict[str, StopRule] = {"tests": PublicTestsPass(), "passes": SomeDrawPasses(), "vote": DecisiveVote()}

@@ -133,4 +133,7 @@ def test_adaptive_calls_prints_the_draws_each_rule_says() -> None:
         "8",
         "1.00x",
     ]
+    assert rows["greedy program passes (waves)"][-6:] == ["direct8-passes", "1", "1", "direct8-exec", "8", "0.12x"]
+    assert rows["a draw of the second wave passes"][-6:] == ["direct8-passes", "4", "2", "direct8-exec", "8", "0.50x"]
+    assert rows["no draw passes the public tests"][-6:] == ["direct8-passes", "8", "3", "direct8-exec", "8", "1.00x"]
     assert rows["every answer agrees"][-6:] == ["direct-sc8-vote", "4", "2", "direct-sc8", "8", "0.50x"]

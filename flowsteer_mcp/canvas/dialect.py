@@ -99,8 +99,8 @@ def _until(tags: Tags) -> StopRuleName | None:
     if not raw:
         return None
     if raw not in STOP_RULES:
-        raise CanvasError(ErrorCode.PARSE_ERROR, f"Unknown <until> rule {excerpt(raw)}; use {' or '.join(STOP_RULES)}.")
-    return "tests" if raw == "tests" else "vote"
+        raise CanvasError(ErrorCode.PARSE_ERROR, f"Unknown <until> rule {excerpt(raw)}; use {', '.join(STOP_RULES)}.")
+    return STOP_RULES[raw].name
 
 
 def _samples(tags: Tags, rules: CanvasRules) -> int | None:

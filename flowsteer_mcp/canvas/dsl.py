@@ -171,9 +171,9 @@ class _Parser:
             name = self._take("name")
             if name.text not in STOP_RULES:
                 raise DSLSyntaxError(
-                    f"unknown stopping rule {name.text[:20]!r} at position {name.pos}; use {' or '.join(STOP_RULES)}"
+                    f"unknown stopping rule {name.text[:20]!r} at position {name.pos}; use {', '.join(STOP_RULES)}"
                 )
-            rule = "tests" if name.text == "tests" else "vote"
+            rule = STOP_RULES[name.text].name
         self.expect("}")
         return value, rule
 

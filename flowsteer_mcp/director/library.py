@@ -151,6 +151,12 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             [_op("Programmer", _DIRECT, samples=8, until="tests"), _op("ScEnsemble", _CODE_PICK)],
         ),
         (
+            "direct8-passes",
+            "direct8-exec drawing in waves: direct's greedy program, then 3 draws, then the other 4, stopping after the "
+            "first wave with a program that passes the public tests; the sandbox picks (operators/stopping.py)",
+            [_op("Programmer", _DIRECT, samples=8, until="passes"), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
             "aflow-humaneval",
             "peer: AFlow's optimised HumanEval workflow (round 5): one program, the public tests; when they fail, "
             "one regenerated program",

@@ -15,9 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-from pydantic import BaseModel
+import anyio
+from pydantic import BaseModel, Field
 
 from operators.backends.base import GREEDY, DrawSettings
 from operators.base import OperatorInput, OperatorOutput
@@ -64,23 +67,57 @@ def memo_key(
 
 
 class MemoEntry(BaseModel):
-    """A successful node result and what it cost when it was computed."""
+    """A successful node result, what it cost when it was computed, and which workflows paid for it."""
 
     output: OperatorOutput
     llm_calls: int = 0
     tokens: int = 0
+    latency_s: float = 0.0
+    paid_by: set[str] = Field(default_factory=set)  # workflows charged for it (memo scope "charged": each pays once)
 
 
 class MemoCache:
-    """Bounded LRU of node results, shared by every run of one engine (a single event loop uses it)."""
+    """Bounded LRU of node results, shared by every run of one engine (a single event loop uses it).
+
+    It also knows which keys are being computed right now (`computing`), so a run that needs a result another
+    run is computing can wait for it instead of asking the executor a second time."""
 
     def __init__(self, max_entries: int = DEFAULT_MEMO_ENTRIES) -> None:
         if max_entries < 1:
             raise ValueError("MemoCache needs room for at least one entry (max_entries >= 1)")
         self.max_entries = max_entries
         self._entries: OrderedDict[str, MemoEntry] = OrderedDict()
+        self._computing: dict[str, anyio.Event] = {}
         self.hits = 0
         self.misses = 0
+
+    @asynccontextmanager
+    async def computing(self, key: str) -> AsyncIterator[None]:
+        """Mark `key` as being computed for the duration of the block (what `wait_for` waits on)."""
+        done = self._computing.setdefault(key, anyio.Event())
+        try:
+            yield
+        finally:
+            if self._computing.get(key) is done:
+                del self._computing[key]
+            done.set()
+
+    def is_computing(self, key: str) -> bool:
+        return key in self._computing
+
+    async def wait_for(self, key: str) -> None:
+        """Return when the computation of `key` under way ends (at once when none is); it may have failed."""
+        event = self._computing.get(key)
+        if event is not None:
+            await event.wait()
+
+    def charge(self, key: str, payer: str | None) -> bool:
+        """Record that `payer` paid for the entry; True when it had not yet (so it must be charged now)."""
+        entry = self._entries.get(key)
+        if entry is None or payer is None or payer in entry.paid_by:
+            return False
+        entry.paid_by.add(payer)
+        return True
 
     def get(self, key: str) -> MemoEntry | None:
         entry = self._entries.get(key)

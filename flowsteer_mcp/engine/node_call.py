@@ -18,8 +18,9 @@ import hashlib
 import math
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import structlog
@@ -31,6 +32,7 @@ from flowsteer_mcp.engine.memo import MemoCache, MemoEntry, inputs_digest, memo_
 from flowsteer_mcp.engine.metering import MeteredBackend
 from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import GREEDY, ChatBackend, DrawSettings, SupportsCompleteMany
+from operators.backends.config import MemoScope
 from operators.backends.shared_prompt import BatchMember, SharedPromptBatch
 from operators.base import (
     DEFAULT_SANDBOX_TIMEOUT_S,
@@ -80,7 +82,7 @@ class CallSettings:
     sample_top_p: float = DEFAULT_SAMPLE_TOP_P
     sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S  # each sandbox run an operator makes
     sampled_reasks: int | None = None  # re-asks of a sampled draw; None: as many as `max_reasks`
-    memo_scope: Literal["workflow", "server"] = "workflow"  # which runs share memoised results (EngineConfig)
+    memo_scope: MemoScope = "workflow"  # which runs share memoised results, and who pays (EngineConfig)
 
     def reasks_for(self, draw: DrawSettings) -> int:
         """Re-asks allowed after an unusable reply. A sampled draw may get fewer than the greedy one: a broken
@@ -223,6 +225,7 @@ class NodeCaller:
             draw=draw,
             scope=RUN_SCOPE.get() if self._settings.memo_scope == "workflow" else None,
         )
+        charged = self._settings.memo_scope == "charged"
         row = NodeTrace(
             node_id=node.id,
             operator=node.operator,
@@ -233,15 +236,25 @@ class NodeCaller:
         )
         position = position or CallPosition(iteration=iteration)
         await self._ctx.node_started(node, position)
-        cached = self._memo.get(key) if self._memo is not None else None
+        cached = await self._lookup(key, wait=charged, via=via)
         if cached is not None:
             output = cached.output
-            row.cached = True
-            self._ctx.cache_hits += 1
+            self._reuse(key, cached, row, charged=charged)
         else:
-            output = await self._compute(node, spec, inputs, row, sink, draw, via)
-            if output.ok and self._memo is not None:
-                self._memo.put(key, MemoEntry(output=output, llm_calls=row.llm_calls, tokens=row.tokens))
+            async with self._memo.computing(key) if self._memo is not None else nullcontext():
+                output = await self._compute(node, spec, inputs, row, sink, draw, via)
+                if output.ok and self._memo is not None:
+                    payer = RUN_SCOPE.get()
+                    self._memo.put(
+                        key,
+                        MemoEntry(
+                            output=output,
+                            llm_calls=row.llm_calls,
+                            tokens=row.tokens,
+                            latency_s=row.latency_s or 0.0,
+                            paid_by={payer} if payer else set(),
+                        ),
+                    )
         row.ok = output.ok
         if output.ok and output.note:
             row.note = f"{row.note}; {output.note}" if row.note else output.note
@@ -251,6 +264,31 @@ class NodeCaller:
         sink.append(row)
         await self._ctx.node_finished(node, position)
         return NodeResult(node=node, spec=spec, output=output, row=row)
+
+    async def _lookup(self, key: str, *, wait: bool, via: ChatBackend | None) -> MemoEntry | None:
+        """The memoised result of `key`; with `wait`, an identical call under way elsewhere is waited for
+        rather than made twice (a draw that waits leaves its shared-prompt batch, so the batch goes ahead)."""
+        if self._memo is None:
+            return None
+        cached = self._memo.get(key)
+        while cached is None and wait and self._memo.is_computing(key):
+            if isinstance(via, BatchMember):
+                via.finished()
+            await self._memo.wait_for(key)
+            cached = self._memo.get(key)
+        return cached
+
+    def _reuse(self, key: str, cached: MemoEntry, row: NodeTrace, *, charged: bool) -> None:
+        """A memo hit is free, except under `charged` the first time a workflow uses another's call: then it
+        pays what the call cost when it was made, as if it had made it."""
+        if charged and self._memo is not None and self._memo.charge(key, RUN_SCOPE.get()):
+            row.llm_calls, row.tokens, row.latency_s = cached.llm_calls, cached.tokens, cached.latency_s
+            self._ctx.add_usage(cached.llm_calls, cached.tokens)
+            shared = "the same call made for another workflow, charged at its cost"
+            row.note = f"{row.note}; {shared}" if row.note else shared
+            return
+        row.cached = True
+        self._ctx.cache_hits += 1
 
     async def _compute(
         self,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import structlog
@@ -40,7 +40,7 @@ from flowsteer_mcp.engine.node_call import (
 from flowsteer_mcp.engine.stages import StageRunner
 from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import ChatBackend
-from operators.backends.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RUN_TIMEOUT_S
+from operators.backends.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RUN_TIMEOUT_S, MemoScope
 from operators.base import DEFAULT_SANDBOX_TIMEOUT_S
 from operators.registry import OperatorRegistry
 
@@ -72,7 +72,7 @@ class WorkflowEngine:
         sample_temperature: float = DEFAULT_SAMPLE_TEMPERATURE,
         sample_top_p: float = DEFAULT_SAMPLE_TOP_P,
         sandbox_timeout_s: float = DEFAULT_SANDBOX_TIMEOUT_S,
-        memo_scope: Literal["workflow", "server"] = "workflow",
+        memo_scope: MemoScope = "workflow",
     ) -> None:
         if not sandbox_timeout_s > 0:
             raise ValueError(f"sandbox_timeout_s must be a positive number of seconds; got {sandbox_timeout_s!r}")

@@ -59,6 +59,7 @@ from flowsteer_mcp.server.toolkit import (
     ToolKit,
 )
 from flowsteer_mcp.server.workbench import Workbench
+from operators.stopping import StopRuleName
 
 WorkflowId = Annotated[str, Field(min_length=1, max_length=64, description="handle returned by create_workflow")]
 NodeId = Annotated[str, Field(min_length=1, max_length=64, description="a node id such as node_3 or node_2_p0")]
@@ -185,10 +186,11 @@ def _register_additions(kit: ToolKit) -> None:
             int, Field(description="draws (1-16): the first greedy, the rest sampled; candidates for the next stage")
         ] = 1,
         until: Annotated[
-            Literal["tests", "vote"] | None,
+            StopRuleName | None,
             Field(
                 description="with samples > 1, stop drawing early: 'tests' when the greedy program passes the public "
-                "tests, 'vote' when the answers' vote is decisive"
+                "tests, 'passes' after the first wave (1, 3, the rest) holding a program that passes them, 'vote' "
+                "when the answers' vote is decisive"
             ),
         ] = None,
     ) -> WorkflowStep:

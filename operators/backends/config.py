@@ -24,7 +24,7 @@ A file names models and says which one the executor uses::
     run_timeout_s = 900                      # limit of one whole workflow run
     reasks = 2                               # re-asks after an unusable reply (with the error quoted)
     sampled_reasks = 0                       # re-asks of a node's sampled draws (default: as `reasks`)
-    memo_scope = "workflow"                  # memoised calls reused within a workflow ("server": across them)
+    memo_scope = "workflow"                  # memoised calls reused within a workflow ("server", "charged": across)
 
 Secrets never live in the file: a key-like entry (`api_key`, `token`, ...) is rejected with a pointer to
 `api_key_env`; the key is read from the environment only when a backend is built, held as a `SecretStr`,
@@ -179,6 +179,7 @@ class ExecutorSelection(_Strict):
 
 DEFAULT_CALL_TIMEOUT_S = 300.0  # one operator call: its executor replies, re-asks included
 DEFAULT_RUN_TIMEOUT_S = 900.0  # one whole workflow run
+MemoScope = Literal["workflow", "server", "charged"]  # which runs share memoised node results (EngineConfig)
 MAX_REASKS = 8  # more re-asks than this only repeats a failure at growing prompt length
 
 
@@ -201,8 +202,11 @@ class EngineConfig(_Strict):
     # Which runs may reuse each other's memoised node results: "workflow" (the default) only the runs of one
     # workflow (an edit re-runs what it changed), so every workflow pays for what it runs and an evaluation's
     # per-episode cost is honest; "server" lets identical node calls of different workflows share results,
-    # which saves executor time where cost is not measured (e.g. rollouts of one problem).
-    memo_scope: Literal["workflow", "server"] = "workflow"
+    # which saves executor time where cost is not measured (e.g. rollouts of one problem); "charged" shares
+    # them too but charges each workflow, once, the tokens, calls and seconds the shared call cost: workflows
+    # compared in one evaluation are measured at their own cost on the same draws, for the executor time of
+    # their union (docs/design/canvas.md, "Memoisation").
+    memo_scope: MemoScope = "workflow"
 
 
 class BackendsConfig(_Strict):

@@ -1,7 +1,8 @@
 """Samples with a stopping rule (`until`): the real operators, sandbox and vote on a scripted executor double.
 
 `Programmer{8|tests}` makes one executor call when direct's greedy program passes the public tests and all 8
-draws otherwise; `Custom{8|vote}` stops once the vote is decisive. The DSL, the dialect and validation carry
+draws otherwise; `Programmer{8|passes}` draws 1, then 3, then 4, and stops after the first wave holding a
+program that passes them; `Custom{8|vote}` stops once the vote is decisive. The DSL, the dialect and validation carry
 the rule.
 """
 
@@ -16,10 +17,11 @@ from flowsteer_mcp.canvas.kinds.base import DSLSyntaxError
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.engine import WorkflowEngine
-from operators.backends.base import ChatRequest
+from operators.backends.base import ChatRequest, draw_seed
 from operators.backends.scripted import ScriptedBackend
 from operators.registry import default_registry
-from operators.stopping import majority_probability
+from flowsteer_mcp.engine.node_call import derived_seed
+from operators.stopping import STOP_RULES, majority_probability
 
 CODE_TASK = TaskSpec(
     problem="Write add(a, b) that returns the sum of a and b.",
@@ -98,3 +100,41 @@ def test_the_rule_travels_through_the_dsl_and_is_refused_where_it_cannot_apply()
         parse_dsl("Programmer{8|soon}")
     with pytest.raises(DSLSyntaxError, match="only allowed on an operator stage"):
         parse_dsl("[Programmer{3|tests}, Custom] -> ScEnsemble")
+
+
+def sample_seed(wave_start: int, member: int) -> int | None:
+    """The seed the executor sees for `member` of the `n` request of the wave that starts at draw `wave_start`."""
+    return draw_seed(derived_seed(0, "node_1", wave_start), member)
+
+
+def test_passes_draws_in_waves_of_one_three_and_the_rest() -> None:
+    rule = STOP_RULES["passes"]
+    assert rule.waves(8) == [1, 3, 4] and rule.waves(4) == [1, 3] and rule.waves(3) == [1, 2] and rule.waves(2) == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("passing_draw", "calls", "draws"),
+    [(None, 3, 8), (0, 1, 1), ((1, 1), 2, 4), ((4, 2), 3, 8)],
+    ids=["none-passes", "greedy-passes", "second-wave", "third-wave"],
+)
+async def test_passes_stops_after_the_first_wave_with_a_passing_program(
+    passing_draw: int | tuple[int, int] | None, calls: int, draws: int
+) -> None:
+    """Requests: the greedy call, one `n` request per later wave; the ensemble picks the passing program.
+    `passing_draw`: 0 for the greedy draw, (wave start, member) for a sampled one."""
+
+    def reply(request: ChatRequest) -> str:
+        if passing_draw == 0:
+            return RIGHT if greedy(request) else WRONG
+        seed = request.draw.seed if request.draw is not None else None
+        return RIGHT if isinstance(passing_draw, tuple) and seed == sample_seed(*passing_draw) else WRONG
+
+    backend = ScriptedBackend(rules=[reply])
+    report = await run(backend, "Programmer{8|passes} -> ScEnsemble", CODE_TASK)
+    programmer = [row for row in report.trace if row.node_id == "node_1"]
+    assert len(programmer) == draws
+    assert sum(row.llm_calls for row in programmer) == calls
+    expected = "a - b" if passing_draw is None else "a + b"
+    assert expected in (report.output or "")
+    if draws < 8:
+        assert "passes the public tests: no more draws" in (programmer[-1].note or "")

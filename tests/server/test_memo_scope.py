@@ -1,22 +1,23 @@
 """A workflow pays for what it runs: memoised calls are reused within a workflow, never across workflows
-(unless the engine is told `memo_scope = "server"`), so per-episode costs in an evaluation are honest."""
+(unless the engine is told `memo_scope = "server"`), so per-episode costs in an evaluation are honest. Under
+`memo_scope = "charged"` workflows share calls, and each pays once what a shared call cost."""
 
 from __future__ import annotations
 
-from typing import Literal
-
+import anyio
 import pytest
 from mcp import Client
 
 from flowsteer_mcp.engine import WorkflowEngine
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
+from operators.backends.config import MemoScope
 from operators.backends.scripted import ScriptedBackend
 from operators.registry import OperatorRegistry
 from tests.support.servers import ToolCaller
 
 
-async def runs(registry: OperatorRegistry, memo_scope: Literal["workflow", "server"]) -> list[tuple[int, int]]:
+async def runs(registry: OperatorRegistry, memo_scope: MemoScope) -> list[tuple[int, int]]:
     """(tokens, cache hits) of: workflow A run twice, then workflow B, identical to A, run once."""
     backend = ScriptedBackend(rules=[lambda request: "The answer is \\boxed{42}."])
     engine = WorkflowEngine(registry, backend, memo_scope=memo_scope)
@@ -38,13 +39,46 @@ async def runs(registry: OperatorRegistry, memo_scope: Literal["workflow", "serv
     return seen
 
 
-@pytest.mark.parametrize("memo_scope", ["workflow", "server"])
-async def test_memoised_calls_are_shared_only_within_their_scope(
-    registry: OperatorRegistry, memo_scope: Literal["workflow", "server"]
-) -> None:
+@pytest.mark.parametrize("memo_scope", ["workflow", "server", "charged"])
+async def test_memoised_calls_are_shared_only_within_their_scope(registry: OperatorRegistry, memo_scope: MemoScope) -> None:
     (fresh, _), (rerun, rerun_hits), (other, other_hits) = await runs(registry, memo_scope)
     assert fresh > 0 and (rerun, rerun_hits) == (0, 5), "a rerun of the same workflow reuses every call"
-    if memo_scope == "workflow":
+    if memo_scope in ("workflow", "charged"):
         assert (other, other_hits) == (fresh, 0), "an identical workflow pays for its own calls"
     else:
         assert (other, other_hits) == (0, 5), "shared across the server"
+
+
+async def concurrent_runs(registry: OperatorRegistry, memo_scope: MemoScope, count: int) -> tuple[list[int], int]:
+    """Tokens charged to each of `count` identical workflows run at once, and the requests the executor got."""
+    backend = ScriptedBackend(rules=[lambda request: "The answer is \\boxed{42}."])
+    engine = WorkflowEngine(registry, backend, memo_scope=memo_scope)
+    server = build_server(ServerSettings(), registry=registry, executor=engine, store=MemoryStore())
+    tokens = [0] * count
+    async with Client(server.mcp) as client:
+        tools = ToolCaller(client)
+        ids = [
+            (await tools.ok("import_workflow", spec="Custom{4} -> ScEnsemble", task="What is 6 * 7?", task_type="math"))[
+                "workflow_id"
+            ]
+            for _ in range(count)
+        ]
+
+        async def run(position: int) -> None:
+            tokens[position] = (await tools.ok("run_workflow", workflow_id=ids[position]))["execution"]["tokens"]
+
+        async with anyio.create_task_group() as group:
+            for position in range(count):
+                group.start_soon(run, position)
+    return tokens, len(backend.requests)
+
+
+async def test_charged_scope_makes_each_call_once_and_charges_every_workflow(registry: OperatorRegistry) -> None:
+    """Identical workflows run at the same time: the executor answers each call once (the others wait for it
+    instead of repeating it), and every workflow reports the full cost, as it would have paid alone."""
+    [alone], requests_alone = await concurrent_runs(registry, "workflow", 1)
+    tokens, requests = await concurrent_runs(registry, "charged", 3)
+    assert alone > 0 and tokens == [alone] * 3
+    assert requests == requests_alone
+    _, requests_unshared = await concurrent_runs(registry, "workflow", 3)
+    assert requests_unshared == 3 * requests_alone
