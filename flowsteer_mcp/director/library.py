@@ -157,6 +157,12 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             [_op("Programmer", _DIRECT, samples=8, until="passes"), _op("ScEnsemble", _CODE_PICK)],
         ),
         (
+            "direct4-passes",
+            "direct4-exec drawing in waves: direct's greedy program, then the other 3 only when it fails the public "
+            "tests; the sandbox picks (operators/stopping.py)",
+            [_op("Programmer", _DIRECT, samples=4, until="passes"), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
             "aflow-humaneval",
             "peer: AFlow's optimised HumanEval workflow (round 5): one program, the public tests; when they fail, "
             "one regenerated program",
