@@ -1,4 +1,8 @@
-"""Static specs of the built-in operators (12 advertised + 2 legacy), in our own words."""
+"""Static specs of the built-in operators (12 advertised, 2 legacy, 1 peer), in our own words.
+
+Unadvertised (`legacy=True`): the legacy operators kept for old workflows, and CodeT, a published selection
+method kept as a peer to compare ours with (the `codet8` library workflow), not a step for policies to use.
+"""
 
 from __future__ import annotations
 
@@ -159,6 +163,21 @@ _SPECS = [
         signature="MdEnsemble(problem, candidates) -> {text, index, votes}",
         needs_candidates=True,
         legacy=True,
+        cost=CostClass.HEAVY,
+    ),
+    OperatorSpec(
+        name="CodeT",
+        reply_tokens=384,
+        category=Category.ENSEMBLE,
+        role=Role.SOLUTION,
+        summary="Code only, a peer for comparison (CodeT, Chen et al. 2022): the executor writes up to 8 "
+        "assertions with expected outputs; among the candidates passing the most public tests, those passing "
+        "exactly the same generated tests form a set scored by its candidates times its tests, and the "
+        "best set's earliest candidate wins.",
+        when_to_use="Comparison runs only (library workflow `codet8`), after a sampled Programmer; prefer ScEnsemble.",
+        signature="CodeT(problem, candidates, entry_point, public_tests) -> {text, code, index, votes, scores, tests}",
+        needs_candidates=True,
+        legacy=True,  # not advertised: a peer to measure against, not one of our steps
         cost=CostClass.HEAVY,
     ),
 ]

@@ -51,6 +51,10 @@ class LibraryWorkflow(BaseModel):
     def dsl(self) -> str:
         return str(json.loads(self.spec())["dsl"])
 
+    def operators(self) -> frozenset[str]:
+        """The operators the workflow uses (e.g. to leave out entries built on operators a policy is not shown)."""
+        return frozenset(node.operator for node in self.graph().iter_operator_nodes())
+
 
 def _op(operator: str, prompt: str | None, samples: int = 1, until: StopRuleName | None = None) -> OperatorBlueprint:
     return OperatorBlueprint(operator=operator, prompt=prompt, samples=samples, until=until)
@@ -102,6 +106,8 @@ _AFLOW_MATH = (
     "relations that connect them, work step by step, check the result another way, and end with the final "
     "answer as a single number without units or words."
 )
+# CodeT (Chen et al. 2022, arXiv 2207.10397): the executor's tests with expected outputs judge the candidates.
+_CODET_TESTS = "Write varied tests with the exact expected results, edge cases included."
 
 
 def _entries(task_type: str, *items: tuple[str, str, list[StageBlueprint]]) -> dict[str, LibraryWorkflow]:
@@ -177,6 +183,13 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
                 _op("ScEnsemble", _CODE_PICK),
                 _check("Test", "Custom", [_CODE_TESTS, _AFLOW_FIX]),
             ],
+        ),
+        (
+            "codet8",
+            "peer: CodeT-style dual execution agreement (Chen et al. 2022): direct8-exec's 8 draws; among those "
+            "passing the most public tests, the executor's generated tests (with expected outputs) group the "
+            "programs, and the group scoring highest (programs x tests passed) gives its earliest program",
+            [_op("Programmer", _DIRECT, samples=8), _op("CodeT", _CODET_TESTS)],
         ),
         (
             "exec-repair",

@@ -8,6 +8,7 @@ in `operators.library._options`.
 from __future__ import annotations
 
 from operators.base import Operator
+from operators.library.dual_agreement import CodeT, CodeTOutput
 from operators.library.ensemble import Aggregate, AggregateOutput, EnsembleOutput, ScEnsemble
 from operators.library.formatting import Format, FormatOutput
 from operators.library.legacy import CodeOutput, CustomCodeGenerate, MdEnsemble
@@ -23,6 +24,8 @@ __all__ = [
     "AnswerGenerate",
     "AnswerOutput",
     "CodeOutput",
+    "CodeT",
+    "CodeTOutput",
     "Custom",
     "CustomCodeGenerate",
     "CustomOutput",
@@ -62,4 +65,5 @@ BUILTIN_OPERATORS: list[type[Operator]] = [
     Format,
     CustomCodeGenerate,
     MdEnsemble,
+    CodeT,
 ]

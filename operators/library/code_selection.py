@@ -30,10 +30,15 @@ __all__ = [
     "MAX_PROPOSED_INPUTS",
     "PROPOSAL_FORMAT",
     "CodeJudgement",
+    "PublicTestFilter",
     "behaviour_driver",
+    "best_by_public_tests",
     "capture_behaviour",
     "entry_arity",
+    "for_each_distinct",
     "judge_code_candidates",
+    "literal_args",
+    "literal_source",
     "parse_proposed_inputs",
     "proposal_job",
     "public_test_inputs",
@@ -71,7 +76,8 @@ def entry_arity(program: str, entry_point: str) -> tuple[int, int | None] | None
     return None
 
 
-def _literal_args(nodes: Sequence[ast.expr]) -> tuple[Any, ...] | None:
+def literal_args(nodes: Sequence[ast.expr]) -> tuple[Any, ...] | None:
+    """The values of positional argument nodes when every one is a literal (no names, calls or `*args`)."""
     values: list[Any] = []
     for node in nodes:
         if isinstance(node, ast.Starred):
@@ -83,13 +89,14 @@ def _literal_args(nodes: Sequence[ast.expr]) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
-def _round_trips(args: tuple[Any, ...]) -> str | None:
-    """The args' repr when it is a literal that evaluates back to the same value (no nan/inf, no objects)."""
-    source = repr(args)
+def literal_source(value: object) -> str | None:
+    """The value's repr when it is a literal of at most `MAX_INPUT_CHARS` that evaluates back to the same value
+    (no nan/inf, no objects)."""
+    source = repr(value)
     if len(source) > MAX_INPUT_CHARS:
         return None
     try:
-        return source if ast.literal_eval(source) == args else None
+        return source if ast.literal_eval(source) == value else None
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
 
@@ -110,8 +117,8 @@ def public_test_inputs(tests: str, entry_point: str) -> list[str]:
             continue
         if node.func.id not in (entry_point, "candidate") or node.keywords:
             continue
-        args = _literal_args(node.args)
-        source = _round_trips(args) if args is not None else None
+        args = literal_args(node.args)
+        source = literal_source(args) if args is not None else None
         if source is not None and source not in found:
             found.append(source)
         if len(found) >= MAX_PUBLIC_INPUTS:
@@ -167,7 +174,7 @@ def parse_proposed_inputs(
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
         args = _as_args(value, arity)
-        source = _round_trips(args) if args is not None else None
+        source = literal_source(args) if args is not None else None
         if source is not None and source not in kept:
             kept.append(source)
         if len(kept) >= limit:
@@ -178,7 +185,9 @@ def parse_proposed_inputs(
 # The driver's body: loads the candidate as a module (not as __main__, so a `__main__` block does not
 # run), then prints one canonical line per input after a per-run marker. Outputs made by the candidate go to
 # a sink. Floats are rounded and integral floats print as ints (`2.0 == 2` in a test); dicts and sets are
-# sorted; object reprs with addresses collapse to the type name; long lines are hashed.
+# sorted; object reprs with addresses collapse to the type name; long lines are hashed. Given expected values
+# (`_FS_EXPECTED`, literal sources aligned with the inputs), a call prints `pass` or `fail` instead: whether its
+# result `==` the expected value, compared under the same per-call time limit.
 _DRIVER_BODY = """
 import ast as _fs_ast
 import contextlib as _fs_contextlib
@@ -240,7 +249,7 @@ try:
 except BaseException as _fs_exc:
     _fs_loaded = "load-error " + type(_fs_exc).__name__
 _fs_emit(_FS_MARKER)
-for _fs_args_source in _FS_INPUTS:
+for _fs_index, _fs_args_source in enumerate(_FS_INPUTS):
     if _fs_loaded != "ok":
         _fs_emit(_fs_loaded)
         continue
@@ -250,8 +259,13 @@ for _fs_args_source in _FS_INPUTS:
     try:
         with _fs_contextlib.redirect_stdout(_fs_sink):
             _fs_value = _fs_function(*_fs_args)
+            if _FS_EXPECTED is not None:
+                _fs_value = bool(_fs_value == _fs_ast.literal_eval(_FS_EXPECTED[_fs_index]))
         _fs_signal.setitimer(_fs_signal.ITIMER_REAL, 0)
-        _fs_line = "= " + _fs_canon(_fs_value)
+        if _FS_EXPECTED is None:
+            _fs_line = "= " + _fs_canon(_fs_value)
+        else:
+            _fs_line = "pass" if _fs_value else "fail"
     except _FsCallTimeout:
         _fs_line = "timeout"
     except BaseException as _fs_exc:
@@ -263,22 +277,36 @@ for _fs_args_source in _FS_INPUTS:
 """
 
 
-def behaviour_driver(program: str, entry_point: str, inputs: list[str], *, marker: str, call_limit_s: float) -> str:
-    """A standalone program that calls `entry_point` of `program` on each input, printing after `marker`."""
+def behaviour_driver(
+    program: str,
+    entry_point: str,
+    inputs: list[str],
+    *,
+    marker: str,
+    call_limit_s: float,
+    expected: list[str] | None = None,
+) -> str:
+    """A standalone program that calls `entry_point` of `program` on each input, printing after `marker`;
+    with `expected` (literal sources aligned with `inputs`) it prints whether each result equals its value."""
+    if expected is not None and len(expected) != len(inputs):
+        raise ValueError(f"{len(expected)} expected values for {len(inputs)} inputs")
     header = (
         f"_FS_SOURCE = {program!r}\n_FS_ENTRY = {entry_point!r}\n_FS_INPUTS = {inputs!r}\n"
-        f"_FS_MARKER = {marker!r}\n_FS_CALL_LIMIT_S = {call_limit_s!r}\n"
+        f"_FS_MARKER = {marker!r}\n_FS_CALL_LIMIT_S = {call_limit_s!r}\n_FS_EXPECTED = {expected!r}\n"
     )
     return header + _DRIVER_BODY
 
 
-async def capture_behaviour(program: str, entry_point: str, inputs: list[str], timeout_s: float) -> tuple[str, ...]:
-    """One canonical outcome per input (`<no result>` where the run ended before reaching it)."""
+async def capture_behaviour(
+    program: str, entry_point: str, inputs: list[str], timeout_s: float, *, expected: list[str] | None = None
+) -> tuple[str, ...]:
+    """One canonical outcome per input (`<no result>` where the run ended before reaching it); with `expected`,
+    `pass` or `fail` where the call returned."""
     if not inputs:
         return ()
     call_limit = max(0.2, timeout_s / (len(inputs) + 2))
     marker = f"<<behaviour {secrets.token_hex(8)}>>"
-    source = behaviour_driver(program, entry_point, inputs, marker=marker, call_limit_s=call_limit)
+    source = behaviour_driver(program, entry_point, inputs, marker=marker, call_limit_s=call_limit, expected=expected)
     result = await run_code(source, timeout_s=timeout_s)
     if result.status == "refused":
         raise SandboxRefusedError(result.reason)
@@ -287,7 +315,7 @@ async def capture_behaviour(program: str, entry_point: str, inputs: list[str], t
     return tuple(lines) + (_NO_RESULT,) * (len(inputs) - len(lines))
 
 
-async def _for_each(items: Sequence[str], run: Callable[[str], Awaitable[Any]]) -> dict[str, Any]:
+async def for_each_distinct(items: Sequence[str], run: Callable[[str], Awaitable[Any]]) -> dict[str, Any]:
     """`run` once per distinct item, concurrently (the sandbox's limiter bounds the processes)."""
     results: dict[str, Any] = {}
     refusals: list[SandboxRefusedError] = []
@@ -312,8 +340,36 @@ async def _behaviours(
     async def capture(program: str) -> tuple[str, ...]:
         return await capture_behaviour(program, entry_point, inputs, timeout_s)
 
-    by_program = await _for_each(programs, capture)
+    by_program = await for_each_distinct(programs, capture)
     return [by_program[p] for p in programs]
+
+
+class PublicTestFilter(BaseModel):
+    """The candidates passing the most public tests (indices into the candidate list), and that score."""
+
+    pool: list[int]
+    passed: int
+    total: int
+
+
+async def best_by_public_tests(
+    programs: list[str | None], *, entry_point: str, public_tests: str, timeout_s: float
+) -> PublicTestFilter:
+    """Run every distinct program (None: not a program, left out) on each public test; keep the best scorers.
+
+    Raises `SandboxRefusedError` when the sandbox runs nothing here. Needs at least one program.
+    """
+    usable = [i for i, program in enumerate(programs) if program]
+    if not usable:
+        raise ValueError("no program to run on the public tests")
+    code = {i: str(programs[i]) for i in usable}
+    tallies: dict[str, TestTally] = await for_each_distinct(
+        [code[i] for i in usable],
+        lambda program: count_passing(program, tests=public_tests, entry_point=entry_point, timeout_s=timeout_s),
+    )
+    best = max(tallies[code[i]].passed for i in usable)
+    pool = [i for i in usable if tallies[code[i]].passed == best]
+    return PublicTestFilter(pool=pool, passed=best, total=tallies[code[usable[0]]].total)
 
 
 def _groups(pool: list[int], signatures: dict[int, tuple[str, ...]]) -> list[list[int]]:
@@ -348,14 +404,9 @@ async def judge_code_candidates(
     tests = public_tests if public_tests and public_tests.strip() else None
     pool, score_note = usable, ""
     if tests is not None:
-        tallies: dict[str, TestTally] = await _for_each(
-            [code[i] for i in usable],
-            lambda program: count_passing(program, tests=tests, entry_point=entry_point, timeout_s=timeout_s),
-        )
-        best = max(tallies[code[i]].passed for i in usable)
-        pool = [i for i in usable if tallies[code[i]].passed == best]
-        total = tallies[code[usable[0]]].total
-        score_note = f"{len(pool)}/{len(programs)} candidates pass {best}/{total} public tests"
+        scored = await best_by_public_tests(programs, entry_point=entry_point, public_tests=tests, timeout_s=timeout_s)
+        pool = scored.pool
+        score_note = f"{len(pool)}/{len(programs)} candidates pass {scored.passed}/{scored.total} public tests"
     if len(pool) == 1:
         note = f"execution: {score_note}" if score_note else "execution: one runnable candidate"
         sizes = [1 if i == pool[0] else 0 for i in range(len(programs))]

@@ -32,6 +32,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("code", "direct4-passes"): EXEC_VOTE,
     ("code", "aflow-humaneval"): {"execution_selection", "structured", "instructed"},
     ("code", "aflow-mbpp"): EXEC_VOTE | {"structured", "instructed"},
+    ("code", "codet8"): {"sampling", "execution_selection"},
     ("code", "exec-repair"): EXEC_VOTE | {"revision", "structured", "instructed"},
     ("code", "plan-sample-exec"): EXEC_VOTE | {"instructed"},
     ("code", "custom+programmer-exec"): EXEC_VOTE | {"structured", "instructed"},

@@ -75,7 +75,8 @@ def collect(problems: list[Problem], **kwargs: Any) -> list[TraceEpisode]:
 
 def test_every_library_workflow_and_variation_is_built_with_accepted_dialect_turns() -> None:
     episodes = collect(PROBLEMS, variation_count=1, seed=3)
-    expected = sum(len(LIBRARY[p.problem_type]) * 2 for p in PROBLEMS)
+    shown = set(default_registry().names())
+    expected = sum(sum(2 for w in LIBRARY[p.problem_type].values() if w.operators() <= shown) for p in PROBLEMS)
     assert len(episodes) == expected
     for episode in episodes:
         assert all(turn.ok for turn in episode.turns), (episode.workflow, [t.feedback for t in episode.turns])
@@ -267,3 +268,11 @@ def test_cli_collects_training_problems_into_traces_jsonl(tmp_path: Path, monkey
     lean = tmp_path / "lean.toml"
     lean.write_text(EXECUTOR_TOML + "\n[engine]\nsampled_reasks = 0\n", encoding="utf-8")
     assert main([*args[: args.index("--config") + 1], str(lean), "--out", str(tmp_path / "out"), "--resume"]) == 2
+
+
+def test_the_default_plan_leaves_out_entries_built_on_operators_a_policy_is_not_shown() -> None:
+    """The CodeT peer's selector is a legacy operator: a warm start must not demonstrate it."""
+    planned = {w.name for w in plan_workflows("code", None, 0, seed=0)}
+    assert "direct8-exec" in planned and "aflow-mbpp" in planned
+    assert "codet8" not in planned
+    assert [w.name for w in plan_workflows("code", ["codet8"], 0, seed=0)] == ["codet8"], "named entries still run"

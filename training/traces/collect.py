@@ -215,9 +215,14 @@ class _Episode:
 
 
 def plan_workflows(task_type: str, names: Sequence[str] | None, count: int, seed: int) -> list[LibraryWorkflow]:
-    """The workflows run on a problem of `task_type`: the chosen library entries, each then `count` variations."""
+    """The workflows run on a problem of `task_type`: the chosen library entries, each then `count` variations.
+
+    Without names, the entries built on operators a policy is shown (not on a legacy operator such as the CodeT
+    peer's), since a warm start should demonstrate only what the policy can write itself."""
     entries = LIBRARY.get(task_type, {})
-    chosen = [entries[name] for name in (names or list(entries)) if name in entries]
+    shown = set(default_registry().names())
+    default_names = [name for name, entry in entries.items() if entry.operators() <= shown]
+    chosen = [entries[name] for name in (names or default_names) if name in entries]
     return [item for entry in chosen for item in (entry, *variations(entry, count, seed))]
 
 

@@ -51,10 +51,12 @@ class WorkflowTraits:
 
 
 def _execution_selection(traits: WorkflowTraits) -> bool:
-    # On code the sandbox picks among program candidates (ScEnsemble) or checks by public tests (Test).
+    # On code the sandbox picks among program candidates (ScEnsemble, or the CodeT peer) or checks by public tests
+    # (Test).
     if traits.problem_type != "code":
         return False
-    picks = "ScEnsemble" in traits.operators and bool(traits.operators & CODE_GENERATORS) and traits.several_candidates
+    selects = bool(traits.operators & {"ScEnsemble", "CodeT"})
+    picks = selects and bool(traits.operators & CODE_GENERATORS) and traits.several_candidates
     return picks or "Test" in traits.operators
 
 
@@ -72,7 +74,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("vote", "a ScEnsemble picks among candidates", lambda s: "ScEnsemble" in s.operators),
     Family(
         "execution_selection",
-        "code: ScEnsemble over several program candidates, or a Test checker",
+        "code: ScEnsemble (or CodeT) over several program candidates, or a Test checker",
         _execution_selection,
     ),
     Family(
