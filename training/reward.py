@@ -13,6 +13,12 @@ Two schedules for S:
 - `milestones`: the reference YAML's progressive schedule (diversity and size thresholds plus structure
   bonuses). "Multi-structure" means at least `multi_structure_min_kinds` distinct structure kinds, our
   reading of the YAML.
+
+What counts as a control structure is the canvas's decision, not this module's: the statistics list the kinds
+used whose stage-kind contract says `is_structure` (`GraphStats.structures`), and both schedules read that list.
+A kind the canvas adds (e.g. `fallback`) therefore earns the structure term and counts towards multi-structure
+exactly where the finish gate accepts it as a structure; only the reference's per-kind milestone bonuses are
+named (parallel, conditional, loop).
 """
 
 from __future__ import annotations
@@ -110,9 +116,7 @@ class WorkflowShape(BaseModel):
     total_operators: int = Field(ge=0)
     unique_types: int = Field(ge=0)
     operators: list[str] = Field(default_factory=list)
-    has_parallel: bool = False
-    has_conditional: bool = False
-    has_loop: bool = False
+    structures: list[str] = Field(default_factory=list)  # the structure kinds used, as the canvas's contract says
     category_counts: dict[str, int] = Field(default_factory=dict)
     has_checker: bool = False
 
@@ -127,8 +131,16 @@ class WorkflowShape(BaseModel):
         )
 
     @property
+    def has_structure(self) -> bool:
+        return bool(self.structures)
+
+    @property
     def structure_kinds(self) -> int:
-        return sum((self.has_parallel, self.has_conditional, self.has_loop))
+        return len(set(self.structures))
+
+    def uses(self, kind: str) -> bool:
+        """Whether the workflow uses the structure kind `kind` (for the per-kind milestone bonuses)."""
+        return kind in self.structures
 
 
 class RewardBreakdown(BaseModel):
@@ -172,12 +184,11 @@ def workflow_shape(stats: Mapping[str, Any] | BaseModel) -> WorkflowShape:
 
 
 def flowsteer_v4_terms(shape: WorkflowShape, weights: FlowSteerV4Weights) -> dict[str, float]:
-    has_structure = shape.has_parallel or shape.has_conditional or shape.has_loop
     return {
         "checker": weights.checker if shape.has_checker else 0.0,
         "format": weights.format if shape.has_format else 0.0,
         "min_operators": weights.min_operators if shape.total_operators >= weights.min_operators_threshold else 0.0,
-        "structure": weights.structure if has_structure else 0.0,
+        "structure": weights.structure if shape.has_structure else 0.0,
     }
 
 
@@ -187,9 +198,9 @@ def milestone_terms(shape: WorkflowShape, weights: MilestoneWeights) -> dict[str
         terms[f"unique_types>={threshold}"] = bonus if shape.unique_types >= threshold else 0.0
     for threshold, bonus in sorted(weights.total_operators.items()):
         terms[f"total_operators>={threshold}"] = bonus if shape.total_operators >= threshold else 0.0
-    terms["parallel"] = weights.parallel if shape.has_parallel else 0.0
-    terms["conditional"] = weights.conditional if shape.has_conditional else 0.0
-    terms["loop"] = weights.loop if shape.has_loop else 0.0
+    terms["parallel"] = weights.parallel if shape.uses("parallel") else 0.0
+    terms["conditional"] = weights.conditional if shape.uses("conditional") else 0.0
+    terms["loop"] = weights.loop if shape.uses("loop") else 0.0
     multi = shape.structure_kinds >= weights.multi_structure_min_kinds
     terms["multi_structure"] = weights.multi_structure if multi else 0.0
     return terms

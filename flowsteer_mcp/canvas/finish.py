@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from flowsteer_mcp.canvas.kinds import STRUCTURES
 from flowsteer_mcp.canvas.options import FinishPolicy, TaskSpec
 from flowsteer_mcp.canvas.stats import GraphStats
 from operators.base import Category, Role
@@ -85,7 +86,8 @@ def structural_violations(
         found.append(
             Violation(
                 constraint="structure",
-                message="No structure used: add a parallel, conditional, loop or fallback stage (e.g. `Verify ? Revise : done`).",
+                message=f"No structure used: add a {_one_of_words([kind.name for kind in STRUCTURES])} stage "
+                "(e.g. `Verify ? Revise : done`).",
             )
         )
     solvers = policy.solvers(registry)
@@ -126,6 +128,11 @@ def output_violations(
             )
         )
     return found
+
+
+def _one_of_words(names: list[str]) -> str:
+    """`a, b or c`: the structure kinds as the gate names them (from the kind registry, so a new kind shows)."""
+    return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def _one_of(names: list[str]) -> str:

@@ -17,8 +17,11 @@ class GraphStats(BaseModel):
     unique_types: int = 0
     operators: list[str] = []  # operator names in stage order
     stage_count: int = 0
-    structures: list[str] = []  # the structure kinds the graph uses (canvas/kinds order); a new kind adds none
-    # The paper's three structures, kept as flags because rewards and feedback were written against them.
+    # The structure kinds the graph uses (canvas/kinds order): the kinds whose contract says `is_structure`. The
+    # finish gate and the reward read this list, never kind names of their own, so they agree on what counts.
+    structures: list[str] = []
+    # The paper's three structures, kept as flags because feedback was written against them (the reward's
+    # per-kind milestone bonuses read `structures`).
     has_parallel: bool = False
     has_conditional: bool = False
     has_loop: bool = False

@@ -14,7 +14,9 @@ It is trusted code that runs *before* the submitted code, in the same interprete
    solution as ``__main__``, then run the tests in a namespace whose ``__builtins__`` is the snapshot
    (patching ``builtins`` in the solution does not reach the asserts) and from which solution-defined
    names that shadow builtins are dropped (except the entry point). HumanEval style: when the tests
-   define ``check``, call ``check(<entry_point>)``.
+   define ``check`` (a module-level ``def check``, read off the tests' syntax tree before the solution
+   runs), call ``check(<entry_point>)``. A solution or an MBPP entry point named ``check`` is not that
+   convention: its asserts call it themselves.
 5. Only if every step completed without any exception (``BaseException``: ``SystemExit`` inside the
    tests, ``KeyboardInterrupt``... all count as failures) does the harness write the pass record, which
    carries the secret nonce, to the VERDICT descriptor, and leave with ``os._exit`` (no atexit hooks,
@@ -24,6 +26,7 @@ It is trusted code that runs *before* the submitted code, in the same interprete
 
 from __future__ import annotations
 
+import ast
 import builtins
 import json
 import os
@@ -137,6 +140,18 @@ def _outcome_for(exc: BaseException) -> str:
     return "killed" if isinstance(exc, MemoryError) else "failed"
 
 
+def _defines_check(tests: ast.Module) -> bool:
+    """Whether the tests follow the HumanEval convention: they define ``check(candidate)`` at module level.
+
+    Decided from the tests' own syntax, not from which ``check`` is bound after they ran: a solution (or an
+    MBPP entry point) named ``check`` is called by its asserts, and calling it once more with itself as the
+    argument failed correct solutions. Computed before the solution runs, so it cannot influence the answer.
+    """
+    return any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check" for node in tests.body
+    )
+
+
 def _run_tests(config: dict[str, Any], verdict_fd: int) -> NoReturn:
     exit_now = os._exit
     seal = _make_sealer(config.pop("nonce"), verdict_fd)
@@ -152,10 +167,12 @@ def _run_tests(config: dict[str, Any], verdict_fd: int) -> NoReturn:
         report("error", f"the solution does not compile: {_describe(exc)}")
         exit_now(1)
     try:
-        tests = compile(tests_src, TESTS_FILENAME, "exec", dont_inherit=True)
+        tests_tree = ast.parse(tests_src, TESTS_FILENAME)
+        tests = compile(tests_tree, TESTS_FILENAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         report("error", f"the tests do not compile: {_describe(exc)}")
         exit_now(1)
+    check_candidate = entry_point if entry_point is not None and _defines_check(tests_tree) else None
 
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     try:
@@ -181,9 +198,8 @@ def _run_tests(config: dict[str, Any], verdict_fd: int) -> NoReturn:
             report("failed", f"the entry point {entry_point!r} is not defined as a callable")
             exit_now(1)
         exec(tests, test_globals)
-        check = test_globals.get("check")
-        if entry_point is not None and callable(check) and check is not namespace.get("check"):
-            check(namespace[entry_point])
+        if check_candidate is not None:  # HumanEval: the tests' own check(candidate) runs the asserts
+            test_globals["check"](namespace[check_candidate])
     except BaseException as exc:
         _flush_stdio()
         report(_outcome_for(exc), f"{_describe(exc)}{_failing_test_line(exc, tests_src)}")

@@ -60,6 +60,16 @@ async def test_humaneval_helpers_from_the_prompt_are_visible_to_check() -> None:
     assert result.passed is True
 
 
+async def test_check_is_called_only_when_the_tests_define_it() -> None:
+    """An entry point named `check` that the asserts call (and rebind, as the scorer's return guard does) is
+    not HumanEval's `check(candidate)`: calling it with itself would fail a correct solution."""
+    code = "def check(x):\n    return 2 * x\n"
+    tests = "check = (lambda f: lambda *a: f(*a))(check)\nassert check(2) == 4\n"
+    assert (await run_code(code, tests=tests, entry_point="check")).passed is True
+    humaneval = "def check(candidate):\n    assert candidate(2) == 5\n"  # defined by the tests: it runs
+    assert (await run_code(code, tests=humaneval, entry_point="check")).passed is False
+
+
 async def test_mbpp_style_asserts_with_imports() -> None:
     code = "import math\ndef area(r):\n    return math.pi * r * r\n"
     tests = "import math\nassert math.isclose(area(1), 3.14159, rel_tol=1e-3)\nassert area(0) == 0\n"

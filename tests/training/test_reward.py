@@ -3,15 +3,22 @@ unfinished penalty and the config contract. Expected values are worked out by ha
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 from pydantic import ValidationError
 
+from flowsteer_mcp.canvas.export import import_dsl
+from flowsteer_mcp.canvas.finish import structural_violations
+from flowsteer_mcp.canvas.kinds import KINDS, STRUCTURES, StructureKindName
 from flowsteer_mcp.canvas.model import LoopStage, OperatorNode, WorkflowGraph
+from flowsteer_mcp.canvas.options import FINISH_PRESETS, CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.stats import GraphStats, graph_stats
+from flowsteer_mcp.canvas.validate import CanvasRules
 from operators.registry import default_registry
 from training.reward import FlowSteerV4Weights, RewardConfig, compute_reward
+from training.train.config import load_train_config
 
 CATEGORY_OF = {
     "Plan": "planning",
@@ -40,6 +47,7 @@ def stats_for(operators: list[str], **structure: bool) -> dict[str, Any]:
         "unique_types": len(set(operators)),
         "operators": operators,
         "stage_count": len(operators),
+        "structures": [kind.name for kind in STRUCTURES if structure.get(kind.name, False)],
         "has_parallel": structure.get("parallel", False),
         "has_conditional": structure.get("conditional", False),
         "has_loop": structure.get("loop", False),
@@ -89,7 +97,7 @@ def test_v4_min_operators_term_threshold(n_ops: int, expected: float) -> None:
     assert result.terms["min_operators"] == expected
 
 
-@pytest.mark.parametrize("kind", ["parallel", "conditional", "loop"])
+@pytest.mark.parametrize("kind", ["parallel", "conditional", "loop", "fallback"])
 def test_v4_each_structure_kind_earns_the_structure_term(kind: str) -> None:
     result = compute_reward(stats_for(["Custom"], **{kind: True}), correctness=0.0, finished=True)
     assert result.terms["structure"] == 0.4
@@ -160,6 +168,71 @@ def test_v4_weights_are_configurable() -> None:
     assert result.structure == pytest.approx(0.6)
 
 
+# ---------------------------------------------------------------- structures come from the stage-kind contract
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = CanvasRules(default_registry(), CanvasOptions())
+MATH_TASK = TaskSpec(problem="What is 6*7?", task_type="math")
+# One small graph per structure kind. A kind registered with `is_structure` but missing here fails
+# `test_every_structure_kind_is_counted_by_stats_gate_and_reward_alike`, so a new kind cannot be skipped.
+STRUCTURE_EXAMPLES = {
+    "parallel": "[Programmer, Custom]",
+    "conditional": "Verify ? Revise : done",
+    "loop": "(Test -> Revise) * 2",
+    "fallback": "Programmer ?? Custom",
+}
+
+
+def canvas_stats(dsl: str) -> dict[str, Any]:
+    """The statistics of a real canvas graph, in the JSON form the reward receives over MCP."""
+    return graph_stats(import_dsl(dsl, RULES), RULES.registry).model_dump(mode="json")
+
+
+def test_the_structure_kinds_are_the_kinds_whose_contract_says_so() -> None:
+    assert not KINDS["operator"].is_structure
+    assert [kind.name for kind in STRUCTURES] == [name for name, kind in KINDS.items() if kind.is_structure]
+    assert set(get_args(StructureKindName)) == {kind.name for kind in STRUCTURES}  # the typed tool's choices
+
+
+def test_every_structure_kind_is_counted_by_stats_gate_and_reward_alike() -> None:
+    """Stats list the kind, the paper gate accepts it as the workflow's structure, both reward schedules score
+    it; an operator-only graph gets none of the three."""
+    assert set(STRUCTURE_EXAMPLES) == {kind.name for kind in STRUCTURES}, "add an example of the new kind"
+    paper = FINISH_PRESETS["paper"]
+    for name, dsl in [("operator", "Custom"), *STRUCTURE_EXAMPLES.items()]:
+        stats = canvas_stats(dsl)
+        counted = KINDS[name].is_structure
+        assert stats["structures"] == ([name] if counted else []), name
+        gate = {
+            v.constraint for v in structural_violations(paper, GraphStats(**stats), MATH_TASK, registry=RULES.registry)
+        }
+        assert ("structure" not in gate) is counted, name
+        assert compute_reward(stats, correctness=0.0, finished=True).terms["structure"] == (0.4 if counted else 0.0)
+        # the milestones count every structure kind towards multi-structure, paired here with a conditional
+        paired = canvas_stats(f"{dsl} -> Review ? Revise : done")
+        multi = compute_reward(paired, correctness=0.0, finished=True, config=MILESTONES).terms["multi_structure"]
+        assert multi == (0.15 if counted and name != "conditional" else 0.0), name
+
+
+def test_paper_reward_of_a_correct_fallback_workflow_equals_the_conditional_one() -> None:
+    """Under configs/paper.yaml a finished, correct workflow whose only structure is a fallback used to get
+    R = -0.4 (no structure term, S = 0.6, C withheld) while its conditional twin got 1.0."""
+    config = load_train_config(REPO / "configs" / "paper.yaml")
+    assert config.rollout.canvas.finish == "paper"
+    paper = FINISH_PRESETS["paper"]
+    rewards = {}
+    for name, dsl in {
+        "fallback": "Plan -> Programmer ?? Custom -> Verify -> Revise -> Format",
+        "conditional": "Plan -> Programmer -> Custom -> Verify ? Revise : done -> Format",
+    }.items():
+        stats = canvas_stats(dsl)
+        assert stats["structures"] == [name]
+        assert structural_violations(paper, GraphStats(**stats), MATH_TASK, registry=RULES.registry) == []
+        rewards[name] = compute_reward(stats, correctness=1.0, finished=True, config=config.reward)
+    assert rewards["fallback"].terms == rewards["conditional"].terms
+    assert rewards["fallback"].total == rewards["conditional"].total == pytest.approx(1.0)
+
+
 # ---------------------------------------------------------------- milestones
 
 
@@ -167,8 +240,9 @@ def test_milestones_hand_computed_example() -> None:
     # Types {Plan, Programmer, Custom, ScEnsemble, Verify} = 5 unique -> 3, 4, 5 reached: 0.3.
     # 7 ops -> >=6 reached, >=8 not: 0.1. Parallel 0.2 + loop 0.1, two kinds -> multi 0.15.
     # S = 0.3 + 0.1 + 0.2 + 0.1 + 0.15 = 0.85.
-    stats = stats_for(["Plan", "Programmer", "Custom", "Programmer", "ScEnsemble", "Verify", "Custom"])
-    stats.update(has_parallel=True, has_loop=True)
+    stats = stats_for(
+        ["Plan", "Programmer", "Custom", "Programmer", "ScEnsemble", "Verify", "Custom"], parallel=True, loop=True
+    )
     result = compute_reward(stats, correctness=1.0, finished=True, config=MILESTONES)
     assert result.terms == {
         "unique_types>=3": 0.1,
@@ -253,7 +327,7 @@ def test_milestones_exactly_one_is_released() -> None:
     assert result.released
     assert result.total == pytest.approx(1.0)
     # Without the loop: 0.9 and multi still earned (two kinds): not released.
-    stats["has_loop"] = False
+    stats = stats_for(["Plan", "Programmer", "Custom", "Verify", "Revise", "Custom"], parallel=True, conditional=True)
     below = compute_reward(stats, correctness=1.0, finished=True, config=MILESTONES)
     assert below.structure == 0.9
     assert not below.released

@@ -17,7 +17,10 @@ import pytest
 from mcp import Client
 from openai import AsyncOpenAI
 
+from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
 from flowsteer_mcp.director.generation import PolicySampling
+from flowsteer_mcp.director.link import CanvasCallError, CanvasLink
 from flowsteer_mcp.director.policy import PolicyDirector
 from flowsteer_mcp.server import build_server
 from operators.registry import default_registry
@@ -316,6 +319,50 @@ async def test_a_workflow_that_runs_but_gives_no_answer_is_an_outcome_not_a_fail
         assert episode.reward.correctness == 0.0
         assert episode.sequences and episode.trainable
     assert [e.reward.structure for e in batch.episodes] == [0.0, 0.2]
+
+
+class CanvasFailingDirector:
+    """Test double for a director whose canvas call fails mid-episode: it plays one real turn (add Custom, with
+    token ids as the policy server would return them), then `act`s on a workflow the server does not know and
+    records the `CanvasCallError` in `error`, as `PolicyDirector` and `ScriptedDirector` do."""
+
+    name = "canvas-failing"
+
+    async def run(self, task: TaskSpec, client: Client) -> EpisodeResult:
+        link = CanvasLink(client)
+        result = EpisodeResult(director=self.name, task=task)
+        try:
+            created = await link.create(task, {"finish": "relaxed", "prompt_turns": False})
+            sent = "<action>add</action><operator>Custom</operator>"
+            step = await link.call("act", workflow_id=created["workflow_id"], text=sent)
+            turn = TurnRecord(round=step["state"]["round"], kind="action", system=created["system_prompt"],
+                              prompt="observation", completion=sent, sent=sent, prompt_token_ids=[1, 2, 3],
+                              completion_token_ids=[4, 5], completion_logprobs=[-0.1, -0.2], ok=bool(step["ok"]))  # fmt: skip
+            result.records.append(turn)
+            await link.call("act", workflow_id="wf_unknown", text="<action>finish</action>")
+        except CanvasCallError as error:
+            result = result.model_copy(update={"error": str(error)})
+        return result
+
+
+async def test_an_episode_whose_director_hit_a_canvas_call_error_is_a_failed_trajectory() -> None:
+    """The canvas could not be driven to the end: no workflow to reward, so the trajectory fails like a crashed
+    client (base reward minus the unfinished penalty, no training tokens) instead of being trained as ok."""
+    server = build_server(registry=REGISTRY, executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    batch = await collect_groups(
+        [problem("p0")],
+        make_director=lambda _problem, _index: CanvasFailingDirector(),
+        make_client=in_process_clients(server.mcp),
+        group_size=2,
+        concurrency=2,
+        reward_config=RELEASED,
+    )
+    assert batch.n_errors == 2
+    for episode in batch.episodes:
+        assert episode.metrics.status == "error" and "act:" in (episode.metrics.error or "")
+        assert episode.metrics.turns == 1  # the episode's own record is kept for the logs
+        assert episode.reward.total == -1.5 and episode.sequences == [] and episode.stats == {}
+    assert batch.training_sequences() == []
 
 
 class TranscriptPolicy:

@@ -191,6 +191,25 @@ async def test_mbpp_asserts_with_imports() -> None:
 
 
 @pytest.mark.slow
+async def test_mbpp_entry_point_named_check_is_called_by_its_asserts_only() -> None:
+    """Like mbpp/train-349: the scorer wraps the entry point `check` in the return-value guard; the sandbox must
+    not take that for HumanEval's `check(candidate)` and call it with the function itself."""
+    problem = Problem(
+        id="mbpp/check",
+        source="mbpp",
+        problem_type="code",
+        problem="Write a python function to check whether a string is binary.\n\ndef check(string):",
+        ground_truth="def check(string):\n    return 'Yes' if set(string) <= {'0', '1'} else 'No'\n",
+        meta={"entry_point": "check", "test": "assert check('0101') == 'Yes'\nassert check('name0') == 'No'"},
+    )
+    assert hidden_test_for(problem).kind == "asserts"
+    result = await score(problem, problem.ground_truth)
+    assert (result.score, result.method) == (1.0, "sandbox"), result.details.get("reason")
+    wrong = await score(problem, "def check(string):\n    return 'Yes'\n")
+    assert wrong.score == 0.0 and "AssertionError" in wrong.details["reason"]
+
+
+@pytest.mark.slow
 async def test_apps_stdin_cases() -> None:
     cases = [{"input": "2 3\n", "output": ["5\n"]}, {"input": "10 -4\n", "output": ["6\n"]}]
     problem = apps_problem("stdin", cases)

@@ -145,6 +145,32 @@ async def test_code_negative_control_stub_solutions_fail(name: str) -> None:
     assert [r.score for r in results] == [0.0] * len(problems)
 
 
+# MBPP problems whose own function is named `check`: their asserts call it, so the HumanEval convention (the
+# sandbox calls `check(<entry point>)`) must not apply to them. It did, and their reference solutions scored 0.
+MBPP_CHECK_IDS = ["mbpp/train-349", "mbpp/train-899", "mbpp/train-967"]
+
+
+async def test_mbpp_solutions_named_check_pass_their_asserts() -> None:
+    problems = [p for p in load("train/mbpp_train") if p.id in MBPP_CHECK_IDS]
+    assert sorted(p.id for p in problems) == MBPP_CHECK_IDS
+    assert all(p.code.entry_point == "check" and "def check(" not in p.code.test for p in problems)
+    results = await asyncio.gather(*(score(p, p.ground_truth) for p in problems))
+    assert [(p.id, r.score, r.method) for p, r in zip(problems, results, strict=True)] == [
+        (p.id, 1.0, "sandbox") for p in problems
+    ]
+
+
+async def test_humaneval_check_convention_still_grades_right_and_wrong_solutions() -> None:
+    """HumanEval tests define `check(candidate)` and only run when the sandbox calls it: a wrong solution
+    scoring 1 would mean `check` was never called."""
+    problem = next(p for p in load("humaneval") if p.id == "humaneval/HumanEval/67")
+    wrong = "def fruit_distribution(s, n):\n    return n\n"
+    right_result, wrong_result = await asyncio.gather(score(problem, problem.ground_truth), score(problem, wrong))
+    assert (right_result.score, right_result.method, right_result.details["test_kind"]) == (1.0, "sandbox", "check")
+    assert (wrong_result.score, wrong_result.method) == (0.0, "sandbox")
+    assert "AssertionError" in wrong_result.details["reason"]
+
+
 def test_every_apps_record_yields_a_runnable_hidden_test() -> None:
     problems = load("apps")
     for problem in problems:

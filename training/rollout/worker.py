@@ -122,6 +122,17 @@ def _metrics(
     )
 
 
+def _canvas_failed(episode: EpisodeResult) -> bool:
+    """Whether the director could not drive the canvas to the end (a `CanvasCallError`): a failed trajectory.
+
+    Directors record that error in `episode.error` and return before collecting the workflow, so the episode has
+    no graph statistics (`stats` is an empty dict, never None). An episode that was collected but whose
+    workflow produced no answer also carries an `error`, yet it is an outcome (C = 0, S from its graph), not a
+    failure: the policy built that workflow, so its reward and tokens count.
+    """
+    return episode.error is not None and not episode.stats
+
+
 class _Trajectory:
     """One rollout slot: runs, grades and converts a single episode; never raises except for fatal config errors."""
 
@@ -164,9 +175,7 @@ class _Trajectory:
             status, error, episode = "error", run.error, None
         elif run.timed_out:
             status, error, episode = "timeout", f"trajectory exceeded its time limit of {timeout_s} s", None
-        if episode is not None and episode.error is not None and episode.stats is None:
-            # The canvas could not be driven to the end. An episode that ended but whose workflow produced no
-            # answer is an outcome (C = 0, S from its graph), not a failure: the policy built that workflow.
+        if episode is not None and _canvas_failed(episode):
             status, error = "error", episode.error
 
         reward, score_method, sequences, dropped = await self._grade(

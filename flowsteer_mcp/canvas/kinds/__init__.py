@@ -1,8 +1,9 @@
 """Stage kinds and their registration: the only place that lists them.
 
-Adding a kind: write its module here (a `StageKind` subclass, its stage and blueprint models), add it to
-`Stage`, `StageBlueprint`, `StageKindName` and `KINDS` below, and give the engine its executor in
-`flowsteer_mcp/engine/kinds/` (registered in that package's `EXECUTORS`).
+Adding a kind: write its module here (a `StageKind` subclass with its `is_structure`, its stage and blueprint
+models), add it to `Stage`, `StageBlueprint`, `StageKindName` (and `StructureKindName` for a structure) and
+`KINDS` below, and give the engine its executor in `flowsteer_mcp/engine/kinds/` (registered in that package's
+`EXECUTORS`).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ StageBlueprint = Annotated[
     Field(discriminator="kind"),
 ]
 StageKindName = Literal["operator", "parallel", "conditional", "loop", "fallback"]
-StructureKindName = Literal["parallel", "conditional", "loop", "fallback"]  # the kinds that hold several nodes
+StructureKindName = Literal["parallel", "conditional", "loop", "fallback"]  # the kinds with `is_structure`
 
 KINDS: dict[str, AnyKind] = {kind.name: kind for kind in (OPERATOR, PARALLEL, CONDITIONAL, LOOP, FALLBACK)}
-STRUCTURES: tuple[AnyKind, ...] = tuple(kind for kind in KINDS.values() if kind is not OPERATOR)
+# The control structures, in registration order: what graph statistics list, the finish gate requires and the
+# reward scores, all decided by each kind's `is_structure`.
+STRUCTURES: tuple[AnyKind, ...] = tuple(kind for kind in KINDS.values() if kind.is_structure)
 
 
 def kind_of(item: Any) -> AnyKind:

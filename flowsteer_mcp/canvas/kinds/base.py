@@ -112,6 +112,11 @@ class StageKind(ABC, Generic[StageT, BlueprintT]):
     stage_type: ClassVar[type[BaseModel]]
     blueprint_type: ClassVar[type[BaseModel]]
     summary: ClassVar[str]  # one line for tool descriptions and docs
+    # Whether a stage of this kind is a control structure (it arranges several operator nodes), as opposed to a
+    # single operator. No default, so every kind must decide: graph statistics, the finish gate's "use a
+    # structure" rule and the reward's structure terms all read this one flag (via `STRUCTURES` and
+    # `GraphStats.structures`), so a new kind cannot count as a structure in one place and not in another.
+    is_structure: ClassVar[bool]
     dsl_opener: ClassVar[str | None] = None  # a stage starting with this punctuation is of this kind
     dsl_infix: ClassVar[str | None] = None  # `OP <infix> ...` is of this kind
     dsl_tokens: ClassVar[tuple[str, ...]] = ()  # punctuation the kind's DSL form uses

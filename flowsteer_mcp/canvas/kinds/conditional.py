@@ -48,6 +48,7 @@ class ConditionalBlueprint(KindBlueprint):
 
 class ConditionalKind(StageKind[ConditionalStage, ConditionalBlueprint]):
     name = "conditional"
+    is_structure = True
     stage_type = ConditionalStage
     blueprint_type = ConditionalBlueprint
     summary = "`condition ? on_fail : on_pass|done`: run the checker, then on_fail when its check fails"

@@ -53,6 +53,7 @@ def _slot(index: int, operator: str) -> Slot:
 
 class FallbackKind(StageKind[FallbackStage, FallbackBlueprint]):
     name = "fallback"
+    is_structure = True
     stage_type = FallbackStage
     blueprint_type = FallbackBlueprint
     summary = "`A ?? B`: run A; run B only when A failed or produced no answer (operators: [A, B])"

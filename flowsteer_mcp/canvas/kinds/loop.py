@@ -49,6 +49,7 @@ class LoopBlueprint(KindBlueprint):
 
 class LoopKind(StageKind[LoopStage, LoopBlueprint]):
     name = "loop"
+    is_structure = True
     stage_type = LoopStage
     blueprint_type = LoopBlueprint
     summary = "the body runs up to `count` times and stops early once a checker in it passes"

@@ -29,6 +29,7 @@ def render_drawn(node: OperatorNode) -> str:
 
 class OperatorKind(StageKind[OperatorNode, OperatorBlueprint]):
     name = "operator"
+    is_structure = False
     stage_type = OperatorNode
     blueprint_type = OperatorBlueprint
     summary = "one operator"

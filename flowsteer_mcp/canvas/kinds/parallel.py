@@ -44,6 +44,7 @@ class ParallelBlueprint(KindBlueprint):
 
 class ParallelKind(StageKind[ParallelStage, ParallelBlueprint]):
     name = "parallel"
+    is_structure = True
     stage_type = ParallelStage
     blueprint_type = ParallelBlueprint
     summary = "2 or more branches run on the same input; follow it with an ensemble (ScEnsemble, Aggregate)"
