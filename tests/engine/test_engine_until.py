@@ -17,10 +17,10 @@ from flowsteer_mcp.canvas.kinds.base import DSLSyntaxError
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.engine import WorkflowEngine
+from flowsteer_mcp.engine.node_call import derived_seed
 from operators.backends.base import ChatRequest, draw_seed
 from operators.backends.scripted import ScriptedBackend
 from operators.registry import default_registry
-from flowsteer_mcp.engine.node_call import derived_seed
 from operators.stopping import STOP_RULES, majority_probability
 
 CODE_TASK = TaskSpec(
@@ -109,7 +109,9 @@ def sample_seed(wave_start: int, member: int) -> int | None:
 
 def test_passes_draws_in_waves_of_one_three_and_the_rest() -> None:
     rule = STOP_RULES["passes"]
-    assert rule.waves(8) == [1, 3, 4] and rule.waves(4) == [1, 3] and rule.waves(3) == [1, 2] and rule.waves(2) == [1, 1]
+    assert (
+        rule.waves(8) == [1, 3, 4] and rule.waves(4) == [1, 3] and rule.waves(3) == [1, 2] and rule.waves(2) == [1, 1]
+    )
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,9 @@ async def runs(registry: OperatorRegistry, memo_scope: MemoScope) -> list[tuple[
 
 
 @pytest.mark.parametrize("memo_scope", ["workflow", "server", "charged"])
-async def test_memoised_calls_are_shared_only_within_their_scope(registry: OperatorRegistry, memo_scope: MemoScope) -> None:
+async def test_memoised_calls_are_shared_only_within_their_scope(
+    registry: OperatorRegistry, memo_scope: MemoScope
+) -> None:
     (fresh, _), (rerun, rerun_hits), (other, other_hits) = await runs(registry, memo_scope)
     assert fresh > 0 and (rerun, rerun_hits) == (0, 5), "a rerun of the same workflow reuses every call"
     if memo_scope in ("workflow", "charged"):
@@ -58,9 +60,11 @@ async def concurrent_runs(registry: OperatorRegistry, memo_scope: MemoScope, cou
     async with Client(server.mcp) as client:
         tools = ToolCaller(client)
         ids = [
-            (await tools.ok("import_workflow", spec="Custom{4} -> ScEnsemble", task="What is 6 * 7?", task_type="math"))[
-                "workflow_id"
-            ]
+            (
+                await tools.ok(
+                    "import_workflow", spec="Custom{4} -> ScEnsemble", task="What is 6 * 7?", task_type="math"
+                )
+            )["workflow_id"]
             for _ in range(count)
         ]
 
