@@ -78,6 +78,22 @@ class OperatorInput(BaseModel):
     public_tests: str | None = None  # visible tests only; hidden grading tests never reach operators
 
 
+class PublicTestScore(BaseModel):
+    """How the program an output carries fared on the task's public tests, when the call ran them.
+
+    Why on the output: whoever ran the tests (Test, Revise, an ensemble judging by execution) knows the score,
+    and the engine carries it to the director's feedback instead of running the tests again."""
+
+    model_config = ConfigDict(frozen=True)
+
+    passed: int | None  # None: not every test passed, how many did is unknown (one run of all of them failed)
+    total: int  # the public tests, one per top-level assert (a `check` harness counts as one)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.passed == self.total
+
+
 class OperatorOutput(BaseModel):
     """Canonical result of one operator call. Errors are values: ok=False with an error, never an answer."""
 
@@ -88,6 +104,7 @@ class OperatorOutput(BaseModel):
     feedback: str | None = None  # checkers: why
     code: str | None = None  # code-producing operators
     note: str | None = None  # why the operator decided as it did (e.g. a rejected revision); shown on the trace row
+    public_tests: PublicTestScore | None = None  # the output's program on the public tests, when this call ran them
 
 
 DEFAULT_SANDBOX_TIMEOUT_S = 10.0  # wall-clock limit of one sandbox run of an operator (configurable per engine)

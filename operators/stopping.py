@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from operators.answers.voting import answer_classes
-from operators.library._execution import execute
+from operators.base import PublicTestScore
+from operators.library._execution import execute, split_public_tests
 from operators.sandbox import SandboxRefusedError
 
 StopRuleName = Literal["tests", "passes", "vote"]
@@ -56,6 +57,13 @@ class TaskView:
 class Decision:
     stop: bool
     reason: str
+    passing: str | None = None  # a program the rule saw pass every public test (the engine reports it)
+    score: PublicTestScore | None = None  # that program's score
+
+
+def _passing(program: str, tests: str, reason: str) -> Decision:
+    total = len(split_public_tests(tests))
+    return Decision(True, reason, passing=program, score=PublicTestScore(passed=total, total=total))
 
 
 class StopRule(Protocol):
@@ -94,7 +102,7 @@ class PublicTestsPass:
         except SandboxRefusedError:
             return Decision(False, "the sandbox runs nothing here, so the tests cannot decide: every draw is made")
         if summary.succeeded:
-            return Decision(True, "the greedy program passes the public tests: no more draws")
+            return _passing(program, task.public_tests, "the greedy program passes the public tests: no more draws")
         return Decision(False, f"the greedy program fails the public tests ({summary.status}): the other draws")
 
 
@@ -121,7 +129,8 @@ class SomeDrawPasses:
         try:
             for number, program in enumerate(programs, start=1):
                 if await _passes_public_tests(program, task, timeout_s):
-                    return Decision(True, f"program {number} of {len(programs)} passes the public tests: no more draws")
+                    why = f"program {number} of {len(programs)} passes the public tests: no more draws"
+                    return _passing(program, task.public_tests, why)
         except SandboxRefusedError:
             return Decision(False, "the sandbox runs nothing here, so the tests cannot decide: every draw is made")
         return Decision(False, f"none of {len(programs)} distinct programs passes the public tests: more draws")

@@ -38,6 +38,22 @@ class NodeTrace(BaseModel):
     note: str | None = None  # why the engine took a decision here (branch choice, early loop exit, ...)
 
 
+class AnswerEvidence(BaseModel):
+    """What the run's own checks know about its final answer, for the director's feedback (`[Evidence]`).
+
+    Filled by the engine from what the stages established while the answer was the one it returned: a public-test
+    score from whoever ran the tests (Test, Revise, an ensemble judging by execution) and the candidates'
+    agreement from an ensemble's count. Nothing is run again to fill it. Why: a director can stop after one
+    greedy draw when the public tests pass and the candidates agree, and sample or check more when they do not.
+    """
+
+    public_tests_total: int | None = None  # None: no public test ran on the final answer
+    public_tests_passed: int | None = None  # None with a total: not every test passed, how many is unknown
+    agreeing: int | None = None  # candidates that agree with the answer, itself included
+    candidates: int | None = None  # candidates compared (set only when there were at least two)
+    agreement: Literal["answer", "behaviour", "program"] | None = None  # what agreeing candidates share
+
+
 class ExecutionReport(BaseModel):
     """Result of running the whole workflow once. `output` is the final answer: the current solution after
     the last stage, or after a degraded run the best solution the stages before the failed one left; it is
@@ -52,6 +68,7 @@ class ExecutionReport(BaseModel):
     duration_s: float = 0.0
     cache_hits: int = 0
     trace: list[NodeTrace] = Field(default_factory=list)
+    evidence: AnswerEvidence | None = None  # about `output`; None when nothing was established about it
 
     @property
     def ok(self) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowsteer_mcp.canvas.execution import ExecutionReport
+from flowsteer_mcp.canvas.execution import AnswerEvidence, ExecutionReport
 from flowsteer_mcp.canvas.hints import Hint
 from flowsteer_mcp.canvas.step import NodeView, PromptRequest, StateView
 
@@ -27,6 +27,33 @@ def render_nodes(nodes: list[NodeView]) -> str:
     return "; ".join(parts)
 
 
+# What agreeing candidates share (`AnswerEvidence.agreement`), worded so that the count includes the answer.
+AGREEMENT_WORDING = {
+    "answer": "{agreeing} of {candidates} candidates give this answer",
+    "behaviour": "{agreeing} of {candidates} candidates behave like this program",
+    "program": "{agreeing} of {candidates} candidates are this same program",
+}
+
+
+def render_evidence(evidence: AnswerEvidence | None) -> list[str]:
+    """The `[Evidence]` line: the answer's public-test score and the candidates' agreement, where the run
+    established them; no line when it established neither (one greedy draw and no tests run)."""
+    if evidence is None:
+        return []
+    parts = []
+    total = evidence.public_tests_total
+    if total:
+        passed = evidence.public_tests_passed
+        if passed is None:
+            parts.append(f"the answer fails at least one of {total} public tests")
+        else:
+            parts.append(f"the answer passes {passed}/{total} public tests")
+    if evidence.candidates and evidence.candidates > 1 and evidence.agreeing is not None:
+        wording = AGREEMENT_WORDING[evidence.agreement or "answer"]
+        parts.append(wording.format(agreeing=evidence.agreeing, candidates=evidence.candidates))
+    return [f"[Evidence]: {'; '.join(parts)}"] if parts else []
+
+
 def render_execution(report: ExecutionReport | None) -> list[str]:
     if report is None:
         return ["[Execution]: not run yet"]
@@ -37,6 +64,7 @@ def render_execution(report: ExecutionReport | None) -> list[str]:
     lines = [f"[Execution]: {report.status} ({report.llm_calls} LLM calls, {report.tokens} tokens)"]
     if report.output is not None:
         lines.append(f"[Output]: {_preview(report.output, OUTPUT_PREVIEW_CHARS)}")
+        lines.extend(render_evidence(report.evidence))
     if report.error:
         lines.append(f"[Error]: {_preview(report.error, OUTPUT_PREVIEW_CHARS)}")
     failed = [t for t in report.trace if not t.ok and not t.skipped]

@@ -144,6 +144,7 @@ class WorkflowEngine:
         else:
             report.output = answer
             report.code = answer if task.task_type == "code" else None
+            report.evidence = await anyio.to_thread.run_sync(state.answer_evidence)
             if failure is not None:
                 report.status = "degraded"
                 report.error = (

@@ -15,15 +15,34 @@ Update rules (docs/design/canvas.md, "Data flow"), by the operator's declared ro
 A failed output (ok=False) never changes the state: callers do not apply it. So after a failed stage the
 state still holds the latest valid solution, the "best so far" that a run whose last stage failed returns
 as a `degraded` answer (runner.py).
+
+Evidence (`tested`, `agreed`): a public-test score an output reports (`OperatorOutput.public_tests`) and an
+ensemble's candidate agreement (`EnsembleOutput.agreement`) are kept with the answer they were established for
+(code tasks: the program). They describe the final answer only while it is still that answer
+(`answer_evidence`): a Format that rewrites "... \\boxed{42}" as "42" keeps them, a revision or a repaired
+program drops them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
 
+from flowsteer_mcp.canvas.execution import AnswerEvidence
 from flowsteer_mcp.canvas.options import TaskSpec
-from operators.base import OperatorInput, OperatorOutput, Role, TaskType
-from operators.library.ensemble import EnsembleOutput
+from operators.answers.voting import answer_classes
+from operators.base import OperatorInput, OperatorOutput, PublicTestScore, Role, TaskType
+from operators.library.ensemble import CandidateAgreement, EnsembleOutput
+
+Fact = TypeVar("Fact")
+
+
+@dataclass(frozen=True)
+class Established(Generic[Fact]):
+    """A fact about one answer: the final answer (`FlowState.final_answer`) when the fact was reported."""
+
+    answer: str
+    fact: Fact
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,8 @@ class FlowState:
     guidance: tuple[str, ...] = ()
     candidates: tuple[str, ...] = ()
     candidate_codes: tuple[str | None, ...] = field(default=())  # aligned with `candidates`
+    tested: Established[PublicTestScore] | None = None  # the last public-test score reported (code tasks)
+    agreed: Established[CandidateAgreement] | None = None  # the last candidate agreement an ensemble counted
 
     @classmethod
     def from_task(cls, task: TaskSpec) -> FlowState:
@@ -76,9 +97,50 @@ class FlowState:
                 updated = replace(updated, solution=output.text)
             if output.code:
                 updated = replace(updated, code=output.code)
-            return updated
+            return updated.noting(output)
         code = output.code or (self._chosen_candidate_code(output) if uses_candidates else None)
-        return replace(self, solution=output.text if text else self.solution, code=code or self.code)
+        return replace(self, solution=output.text if text else self.solution, code=code or self.code).noting(output)
+
+    def noting(self, output: OperatorOutput) -> FlowState:
+        """This state (already updated by `output`) keeping the evidence `output` reports about its answer."""
+        answer = self.final_answer()
+        if answer is None:
+            return self
+        updated = self
+        if output.public_tests is not None and self.task_type == "code":
+            updated = replace(updated, tested=Established(answer, output.public_tests))
+        if isinstance(output, EnsembleOutput) and output.agreement is not None:
+            updated = replace(updated, agreed=Established(answer, output.agreement))
+        return updated
+
+    def established_tests(self, program: str, score: PublicTestScore) -> FlowState:
+        """This state knowing `program`'s public-test score (a stopping rule ran the tests on a draw); it tells
+        about the final answer when that is this program."""
+        return replace(self, tested=Established(program, score)) if self.task_type == "code" else self
+
+    def answer_evidence(self) -> AnswerEvidence | None:
+        """What the kept evidence says about the final answer, or None when none of it is about this answer or
+        it says nothing (one candidate and no tests run). May compare math answers with sympy: call it off the
+        event loop."""
+        answer = self.final_answer()
+        if answer is None:
+            return None
+        evidence = AnswerEvidence()
+        if self.tested is not None and self._same_answer(self.tested.answer, answer):
+            evidence.public_tests_passed = self.tested.fact.passed
+            evidence.public_tests_total = self.tested.fact.total
+        agreed = self.agreed
+        if agreed is not None and agreed.fact.candidates > 1 and self._same_answer(agreed.answer, answer):
+            evidence.agreeing, evidence.candidates = agreed.fact.agreeing, agreed.fact.candidates
+            evidence.agreement = agreed.fact.basis
+        return evidence if evidence.public_tests_total is not None or evidence.candidates is not None else None
+
+    def _same_answer(self, established: str, answer: str) -> bool:
+        """Whether `answer` is still the answer the evidence was established for: the same text up to whitespace,
+        or (not for code, where every character may matter) the same final answer as the vote compares them."""
+        if " ".join(established.split()) == " ".join(answer.split()):
+            return True
+        return self.task_type != "code" and answer_classes([established, answer], self.task_type) == [[0, 1]]
 
     def _chosen_candidate_code(self, output: OperatorOutput) -> str | None:
         """The code of the candidate the ensemble chose: by its `index` when it gives one (exact even when two

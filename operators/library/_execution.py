@@ -13,6 +13,7 @@ from typing import ClassVar
 import anyio
 from pydantic import BaseModel
 
+from operators.base import PublicTestScore
 from operators.sandbox import ExecResult, SandboxRefusedError, run_code
 
 __all__ = ["ExecSummary", "TestTally", "count_passing", "execute", "split_public_tests"]
@@ -92,6 +93,9 @@ class TestTally(BaseModel):
 
     def describe(self) -> str:
         return f"{self.passed}/{self.total} public tests"
+
+    def score(self) -> PublicTestScore:
+        return PublicTestScore(passed=self.passed, total=self.total)
 
 
 def split_public_tests(tests: str) -> list[str]:

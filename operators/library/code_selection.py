@@ -22,6 +22,7 @@ import anyio
 import structlog
 from pydantic import BaseModel
 
+from operators.base import PublicTestScore
 from operators.library._execution import TestTally, count_passing
 from operators.sandbox import SandboxRefusedError, run_code
 
@@ -60,6 +61,7 @@ class CodeJudgement(BaseModel):
     index: int
     group_sizes: list[int]  # per candidate: the size of its behaviour group (0 when not among the best)
     note: str
+    public_tests: PublicTestScore | None = None  # the chosen candidate's score, when the public tests ran
 
 
 def entry_arity(program: str, entry_point: str) -> tuple[int, int | None] | None:
@@ -402,15 +404,16 @@ async def judge_code_candidates(
         return None
     code = {i: str(programs[i]) for i in usable}
     tests = public_tests if public_tests and public_tests.strip() else None
-    pool, score_note = usable, ""
+    pool, score_note, score = usable, "", None
     if tests is not None:
         scored = await best_by_public_tests(programs, entry_point=entry_point, public_tests=tests, timeout_s=timeout_s)
-        pool = scored.pool
+        pool, score = scored.pool, PublicTestScore(passed=scored.passed, total=scored.total)
         score_note = f"{len(pool)}/{len(programs)} candidates pass {scored.passed}/{scored.total} public tests"
     if len(pool) == 1:
         note = f"execution: {score_note}" if score_note else "execution: one runnable candidate"
         sizes = [1 if i == pool[0] else 0 for i in range(len(programs))]
-        return CodeJudgement(index=pool[0], group_sizes=sizes, note=note) if score_note else None
+        judged = CodeJudgement(index=pool[0], group_sizes=sizes, note=note, public_tests=score)
+        return judged if score_note else None
     inputs = public_test_inputs(tests, entry_point) if tests is not None else []
     signatures: dict[int, tuple[str, ...]] = {i: () for i in pool}
     if inputs and len({code[i] for i in pool}) > 1:
@@ -436,4 +439,4 @@ async def judge_code_candidates(
     grouping = f"largest behaviour group {len(chosen_group)} of {len(pool)} ({ran_on})"
     note = "execution: " + "; ".join(part for part in (score_note, grouping) if part)
     log.info("code_candidates_judged", note=note, groups=[len(g) for g in groups])
-    return CodeJudgement(index=min(chosen_group), group_sizes=sizes, note=note)
+    return CodeJudgement(index=min(chosen_group), group_sizes=sizes, note=note, public_tests=score)

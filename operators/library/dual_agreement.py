@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from operators.base import Operator, OperatorInput, OperatorRuntime, OperatorSpec
+from operators.base import Operator, OperatorInput, OperatorRuntime, OperatorSpec, PublicTestScore
 from operators.library._dialogue import Failure, ask
 from operators.library.code_selection import (
     best_by_public_tests,
@@ -35,7 +35,7 @@ from operators.library.code_selection import (
     literal_args,
     literal_source,
 )
-from operators.library.ensemble import EnsembleOutput, _program
+from operators.library.ensemble import EnsembleOutput, _program, with_agreement
 from operators.prompting import compose_prompt, context_sections, no_candidates_error
 from operators.specs import BUILTIN_SPECS
 
@@ -172,6 +172,7 @@ class DualAgreement(BaseModel):
     tests: list[str]  # the generated tests that were run, as assertions
     executed: bool  # whether the sandbox decided (public or generated tests); False: the earliest was kept
     note: str
+    public_tests: PublicTestScore | None = None  # the chosen candidate's score, when the public tests ran
 
 
 async def _passing(
@@ -206,11 +207,13 @@ async def judge_by_dual_agreement(
     pool = [i for i, program in enumerate(programs) if program]
     executed = False
     public_note = "public tests: none"
+    score: PublicTestScore | None = None
     if public_tests and public_tests.strip():
         scored = await best_by_public_tests(
             programs, entry_point=entry_point, public_tests=public_tests, timeout_s=timeout_s
         )
         pool, executed = scored.pool, True
+        score = PublicTestScore(passed=scored.passed, total=scored.total)
         public_note = f"public tests: {len(pool)}/{count} pass {scored.passed}/{scored.total}"
     code = {i: str(programs[i]) for i in pool}
 
@@ -219,7 +222,13 @@ async def judge_by_dual_agreement(
         note = f"codet: {why}; {public_note}"
         log.info("codet_undivided", note=note)
         return DualAgreement(
-            index=pool[0], group_sizes=sizes, scores=[0] * count, tests=[], executed=executed, note=note
+            index=pool[0],
+            group_sizes=sizes,
+            scores=[0] * count,
+            tests=[],
+            executed=executed,
+            note=note,
+            public_tests=score,
         )
 
     if len(set(code.values())) == 1:
@@ -251,6 +260,7 @@ async def judge_by_dual_agreement(
         tests=[test.assertion(entry_point) for test in tests],
         executed=True,
         note=note,
+        public_tests=score,
     )
 
 
@@ -268,6 +278,9 @@ class CodeT(Operator):
     output_model = CodeTOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CodeTOutput:
+        return with_agreement(await self._select(inputs, runtime), inputs.task_type)
+
+    async def _select(self, inputs: OperatorInput, runtime: OperatorRuntime) -> CodeTOutput:
         candidates = inputs.candidates
         present = [i for i, candidate in enumerate(candidates) if candidate.strip()]
         if not present:
@@ -308,6 +321,7 @@ class CodeT(Operator):
             tests=judged.tests,
             decided_by="execution" if judged.executed else None,
             note=judged.note,
+            public_tests=judged.public_tests,
         )
 
 

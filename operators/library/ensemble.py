@@ -12,11 +12,11 @@ cannot judge (no entry point, no tests and no usable inputs, or a sandbox that r
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import structlog
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from operators.answers.voting import answer_vote
 from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, OperatorSpec
@@ -44,7 +44,32 @@ from operators.specs import BUILTIN_SPECS
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["Aggregate", "AggregateOutput", "EnsembleOutput", "ScEnsemble", "ask_choice", "vote_by_answer"]
+__all__ = [
+    "Aggregate",
+    "AggregateOutput",
+    "AgreementBasis",
+    "CandidateAgreement",
+    "EnsembleOutput",
+    "ScEnsemble",
+    "ask_choice",
+    "vote_by_answer",
+    "with_agreement",
+]
+
+
+AgreementBasis = Literal["answer", "behaviour", "program"]
+"""What agreeing candidates share: the same final answer (the vote), the same behaviour when run (execution
+judged code), or the same program text (code that execution could not judge)."""
+
+
+class CandidateAgreement(BaseModel):
+    """How many of the candidates agree with the chosen one, itself included."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agreeing: int
+    candidates: int
+    basis: AgreementBasis
 
 
 class EnsembleOutput(OperatorOutput):
@@ -53,6 +78,26 @@ class EnsembleOutput(OperatorOutput):
     # group (0 for candidates outside the best public-test score).
     votes: list[int] = Field(default_factory=list)
     decided_by: Literal["single", "execution", "vote", "llm"] | None = None
+    # How many candidates agree with the chosen one, when the ensemble counted them (ScEnsemble, CodeT); the
+    # engine carries it to the director's feedback while the answer stays the chosen one.
+    agreement: CandidateAgreement | None = None
+
+
+EnsembleT = TypeVar("EnsembleT", bound=EnsembleOutput)
+
+
+def with_agreement(output: EnsembleT, task_type: str) -> EnsembleT:
+    """`output` with its `agreement` read off `votes`, for an ensemble whose votes count candidates (answer
+    classes or behaviour groups, as ScEnsemble's do); unchanged when nothing was chosen by a count. A chosen
+    candidate with no answer to count still agrees with itself."""
+    index, votes = output.index, output.votes
+    if not output.ok or index is None or not 0 <= index < len(votes) or output.decided_by is None:
+        return output
+    basis: AgreementBasis = "behaviour" if output.decided_by == "execution" else "answer"
+    if basis == "answer" and task_type == "code":
+        basis = "program"
+    output.agreement = CandidateAgreement(agreeing=max(votes[index], 1), candidates=len(votes), basis=basis)
+    return output
 
 
 def _choice_schema(count: int) -> ReplySchema:
@@ -109,6 +154,9 @@ class ScEnsemble(Operator):
     output_model = EnsembleOutput
 
     async def run(self, inputs: OperatorInput, runtime: OperatorRuntime) -> EnsembleOutput:
+        return with_agreement(await self._select(inputs, runtime), inputs.task_type)
+
+    async def _select(self, inputs: OperatorInput, runtime: OperatorRuntime) -> EnsembleOutput:
         candidates = inputs.candidates
         if not any(c.strip() for c in candidates):
             return EnsembleOutput(ok=False, error=no_candidates_error("ScEnsemble"))
@@ -128,6 +176,7 @@ class ScEnsemble(Operator):
                     votes=judged.group_sizes,
                     decided_by="execution",
                     note=judged.note,
+                    public_tests=judged.public_tests,
                 )
             fallback_note = judged
         winner, votes, tied = await vote_by_answer(candidates, inputs.task_type)

@@ -47,10 +47,12 @@ _JOB_WITHOUT_FEEDBACK = (
 )
 
 
-def _kept(inputs: OperatorInput, note: str) -> ReviseOutput:
-    """The input carried forward unchanged (as a checker carries it: solution text and program)."""
+def _kept(inputs: OperatorInput, note: str, tally: TestTally | None = None) -> ReviseOutput:
+    """The input carried forward unchanged (as a checker carries it: solution text and program), with its
+    public-test score when it was run."""
     carried = inputs.solution if inputs.solution is not None else (inputs.code or "")
-    return ReviseOutput(text=carried, code=inputs.code, kept_input=True, note=note)
+    score = tally.score() if tally is not None else None
+    return ReviseOutput(text=carried, code=inputs.code, kept_input=True, note=note, public_tests=score)
 
 
 class Revise(Operator):
@@ -88,6 +90,7 @@ class Revise(Operator):
                 inputs,
                 f"revision not attempted: the input already passes {before.describe()}, so no revision "
                 "could be better by evidence; input kept (no LLM call)",
+                before,
             )
         revised = await self._ask_code(inputs, runtime)
         if not revised.ok or revised.code is None:
@@ -95,8 +98,9 @@ class Revise(Operator):
         after = await count_passing(revised.code, tests=tests, entry_point=inputs.entry_point, timeout_s=timeout)
         if after.passed > before.passed:
             revised.note = f"revision accepted: {_comparison(after, before)}"
+            revised.public_tests = after.score()
             return revised
-        return _kept(inputs, f"revision rejected: {_comparison(after, before)}; input kept")
+        return _kept(inputs, f"revision rejected: {_comparison(after, before)}; input kept", before)
 
     async def _ask_code(self, inputs: OperatorInput, runtime: OperatorRuntime) -> ReviseOutput:
         return await ask_for_program(

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
-from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime
+from operators.base import Operator, OperatorInput, OperatorOutput, OperatorRuntime, PublicTestScore
 from operators.library._answers import answers_agree
 from operators.library._dialogue import Failure, ask, ask_for_fields, code_reply_format
-from operators.library._execution import ExecSummary, execute
+from operators.library._execution import ExecSummary, execute, split_public_tests
 from operators.library._options import choice_option, float_option, int_option
 from operators.parsing import ReplyError, ReplyField, ReplySchema, extract_code
 from operators.prompting import Section, compose_prompt, context_sections, current_solution, missing_solution_error
@@ -64,13 +64,21 @@ class Test(Operator):
         if isinstance(max_repairs, Failure):
             return max_repairs.as_output(TestOutput)
         first = await execute(code, tests=tests, entry_point=inputs.entry_point, timeout_s=runtime.sandbox_timeout_s)
+        passing, failing = _scores(tests)
         if first.succeeded:
             return TestOutput(
-                text=carried, code=code, verdict=True, feedback="All public tests passed.", execution=first
+                text=carried,
+                code=code,
+                verdict=True,
+                feedback="All public tests passed.",
+                execution=first,
+                public_tests=passing,
             )
         failure_report = f"The code fails the public tests.\n{first.report()}"
         if max_repairs == 0:
-            return TestOutput(text=carried, code=code, verdict=False, feedback=failure_report, execution=first)
+            return TestOutput(
+                text=carried, code=code, verdict=False, feedback=failure_report, execution=first, public_tests=failing
+            )
         return await self._repair(inputs, runtime, code, carried, tests, first, failure_report, max_repairs)
 
     async def _repair(
@@ -114,6 +122,7 @@ class Test(Operator):
                 execution=run,
                 attempts=attempts,
                 repaired=True,
+                public_tests=_scores(tests)[0],
             )
 
         # Each repair is one executor reply; the re-ask loop is the repair loop (it quotes the new failure).
@@ -130,7 +139,15 @@ class Test(Operator):
             feedback=f"{failure_report}\n({attempts} repair attempt(s) did not produce a passing program.)",
             execution=first,
             attempts=attempts,
+            public_tests=_scores(tests)[1],
         )
+
+
+def _scores(tests: str) -> tuple[PublicTestScore, PublicTestScore]:
+    """The scores of a program that passes all the public tests and of one that fails them. Test runs them at
+    once, so a failure says only "not all" (unless there is a single test): counting would cost a run each."""
+    total = len(split_public_tests(tests))
+    return PublicTestScore(passed=total, total=total), PublicTestScore(passed=0 if total == 1 else None, total=total)
 
 
 class ReviewOutput(OperatorOutput):

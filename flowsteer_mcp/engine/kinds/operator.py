@@ -2,7 +2,8 @@
 
 A node with a stopping rule (`until`, operators/stopping.py) draws in the rule's waves instead, asks the rule
 after each wave whether more draws could change what the next stage picks, and stops when not; its
-candidates are the draws it made. The rule's verdict is noted on the last draw's trace row.
+candidates are the draws it made. The rule's verdict is noted on the last draw's trace row, and a program it saw
+pass every public test keeps that score in the state (the feedback's `[Evidence]`, when it becomes the answer).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from flowsteer_mcp.engine.kinds.base import StageOutcome, applied
 from flowsteer_mcp.engine.kinds.parallel import candidates_outcome, run_parallel
 from flowsteer_mcp.engine.node_call import NodeCaller, NodeResult
 from flowsteer_mcp.engine.state import FlowState
-from operators.stopping import STOP_RULES, Draw, TaskView
+from operators.stopping import STOP_RULES, Decision, Draw, TaskView
 
 
 async def run_operator(node: OperatorNode, state: FlowState, sink: list[NodeTrace], caller: NodeCaller) -> StageOutcome:
@@ -31,6 +32,7 @@ async def run_until(node: OperatorNode, state: FlowState, sink: list[NodeTrace],
     rule = STOP_RULES[node.until]
     task = TaskView(task_type=state.task_type, public_tests=state.public_tests, entry_point=state.entry_point)
     results: list[NodeResult] = []
+    stopped: Decision | None = None
     waves = rule.waves(node.samples)
     for number, size in enumerate(waves, start=1):
         draws = list(range(len(results), len(results) + size))
@@ -48,5 +50,9 @@ async def run_until(node: OperatorNode, state: FlowState, sink: list[NodeTrace],
         verdict = f"until {rule.name} after {len(results)} of {node.samples} draws: {decision.reason}"
         last.note = f"{last.note}; {verdict}" if last.note else verdict
         if decision.stop:
+            stopped = decision
             break
-    return candidates_outcome(state, results)
+    outcome = candidates_outcome(state, results)
+    if stopped is not None and stopped.passing is not None and stopped.score is not None:
+        outcome.state = outcome.state.established_tests(stopped.passing, stopped.score)  # for the feedback
+    return outcome
