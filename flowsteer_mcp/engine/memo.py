@@ -74,6 +74,24 @@ class MemoEntry(BaseModel):
     tokens: int = 0
     latency_s: float = 0.0
     paid_by: set[str] = Field(default_factory=set)  # workflows charged for it (memo scope "charged": each pays once)
+    # The call's first request, so a workflow reusing it pays for it as its own batching would have:
+    requested: bool = False  # whether the call sent any request at all
+    first_prompt_tokens: int = 0  # the prompt tokens of the first request (of the shared `n` request it rode in)
+    paid_prompt_tokens: int = 0  # how many of those `tokens` counts (0 when it rode in another draw's request)
+    first_call_counted: int = 0  # 1 when `llm_calls` counts the first request (0 when it rode along)
+
+    def charge(self, *, pays_first_request: bool) -> tuple[int, int]:
+        """(tokens, LLM calls) a workflow pays for this call, made in its own requests: the completions and
+        later requests as they were, and the first request's prompt (and the request as a call) only when the
+        workflow would have sent that request itself; a draw that would have ridden in another draw's `n`
+        request pays no prompt. Why not the recorded cost: it depends on how the maker batched the call (a draw
+        that rode in a 7-draw request carries no prompt, the same draw made alone carries a whole one)."""
+        if not self.requested:
+            return self.tokens, self.llm_calls
+        first = 1 if pays_first_request else 0
+        tokens = self.tokens - self.paid_prompt_tokens + first * self.first_prompt_tokens
+        calls = self.llm_calls - self.first_call_counted + first
+        return tokens, calls
 
 
 class MemoCache:

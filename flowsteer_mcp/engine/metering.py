@@ -20,6 +20,7 @@ class MeteredBackend:
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.first_prompt_tokens = 0  # what the first answered request's usage counted for its prompt (0: rode along)
 
     @property
     def model(self) -> str:
@@ -38,6 +39,8 @@ class MeteredBackend:
         )
         self.calls += 1
         response = await self._inner.complete(stamped)
+        if self.prompt_tokens == 0 and self.completion_tokens == 0:
+            self.first_prompt_tokens = response.usage.prompt_tokens
         self.prompt_tokens += response.usage.prompt_tokens
         self.completion_tokens += response.usage.completion_tokens
         return response

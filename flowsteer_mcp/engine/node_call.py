@@ -239,10 +239,10 @@ class NodeCaller:
         cached = await self._lookup(key, wait=charged, via=via)
         if cached is not None:
             output = cached.output
-            self._reuse(key, cached, row, charged=charged)
+            await self._reuse(key, cached, row, charged=charged, via=via)
         else:
             async with self._memo.computing(key) if self._memo is not None else nullcontext():
-                output = await self._compute(node, spec, inputs, row, sink, draw, via)
+                output, first = await self._compute(node, spec, inputs, row, sink, draw, via)
                 if output.ok and self._memo is not None:
                     payer = RUN_SCOPE.get()
                     self._memo.put(
@@ -253,6 +253,7 @@ class NodeCaller:
                             tokens=row.tokens,
                             latency_s=row.latency_s or 0.0,
                             paid_by={payer} if payer else set(),
+                            **first,
                         ),
                     )
         row.ok = output.ok
@@ -278,12 +279,18 @@ class NodeCaller:
             cached = self._memo.get(key)
         return cached
 
-    def _reuse(self, key: str, cached: MemoEntry, row: NodeTrace, *, charged: bool) -> None:
+    async def _reuse(
+        self, key: str, cached: MemoEntry, row: NodeTrace, *, charged: bool, via: ChatBackend | None
+    ) -> None:
         """A memo hit is free, except under `charged` the first time a workflow uses another's call: then it
-        pays what the call cost when it was made, as if it had made it."""
+        pays what the call would have cost it, made in its own requests (`MemoEntry.charge`). A sampled draw
+        of a shared-prompt batch pays the prompt only when no draw of its batch sent the request that would
+        have carried it, and then only one of them does."""
         if charged and self._memo is not None and self._memo.charge(key, RUN_SCOPE.get()):
-            row.llm_calls, row.tokens, row.latency_s = cached.llm_calls, cached.tokens, cached.latency_s
-            self._ctx.add_usage(cached.llm_calls, cached.tokens)
+            pays = await via.pays_unsent_prompt() if isinstance(via, BatchMember) else True
+            row.tokens, row.llm_calls = cached.charge(pays_first_request=pays)
+            row.latency_s = cached.latency_s
+            self._ctx.add_usage(row.llm_calls, row.tokens)
             shared = "the same call made for another workflow, charged at its cost"
             row.note = f"{row.note}; {shared}" if row.note else shared
             return
@@ -299,11 +306,12 @@ class NodeCaller:
         sink: list[NodeTrace],
         draw: DrawSettings,
         via: ChatBackend | None,
-    ) -> OperatorOutput:
+    ) -> tuple[OperatorOutput, dict[str, Any]]:
+        """The operator's checked output, and its first request's facts for the memo (`MemoEntry`)."""
         try:
             operator_cls = self._registry.implementation(node.operator)
         except UnknownOperatorError as exc:
-            return OperatorOutput(ok=False, error=str(exc.args[0]) if exc.args else str(exc))
+            return OperatorOutput(ok=False, error=str(exc.args[0]) if exc.args else str(exc)), {}
         metered = MeteredBackend(via or self._backend, node_id=node.id, operator=node.operator)
         options = {**self._settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
         runtime = OperatorRuntime(
@@ -324,15 +332,24 @@ class NodeCaller:
             sink.append(row)
             raise
         row.latency_s = time.perf_counter() - started
-        self._count(row, metered, via)
-        return _checked(output, spec)
+        first = self._count(row, metered, via)
+        return _checked(output, spec), first
 
-    def _count(self, row: NodeTrace, metered: MeteredBackend, via: ChatBackend | None) -> None:
+    def _count(self, row: NodeTrace, metered: MeteredBackend, via: ChatBackend | None) -> dict[str, Any]:
         """Requests actually sent and tokens used: a first request that rode along in another draw's `n`
-        request is not a call of its own (its share of the tokens is already split by the backend)."""
-        calls = metered.calls - (via.requests_saved if isinstance(via, BatchMember) else 0)
+        request is not a call of its own (its share of the tokens is already split by the backend). Returns
+        the first request's facts (`MemoEntry`), so a workflow reusing the call pays as its batching would."""
+        rode_along = isinstance(via, BatchMember) and via.requests_saved > 0
+        calls = metered.calls - (1 if rode_along else 0)
         row.llm_calls, row.tokens = calls, metered.tokens
         self._ctx.add_usage(calls, metered.tokens)
+        shared = via.shared_prompt_tokens if isinstance(via, BatchMember) else None
+        return {
+            "requested": metered.calls > 0,
+            "first_prompt_tokens": shared if shared is not None else metered.first_prompt_tokens,
+            "paid_prompt_tokens": metered.first_prompt_tokens,
+            "first_call_counted": 1 if metered.calls > 0 and not rode_along else 0,
+        }
 
     async def _invoke(
         self, node: OperatorNode, operator_cls: type[Operator], inputs: OperatorInput, runtime: OperatorRuntime

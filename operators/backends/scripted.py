@@ -174,14 +174,22 @@ class ScriptedBackend:
 
     async def complete_many(self, request: ChatRequest, n: int) -> list[ChatResponse]:
         """`n` samples in one "request", like an endpoint that supports `n`: answered one by one in order,
-        sample i with seed `draw_seed(seed, i)`, so a rule can answer per seed; recorded in `batches`."""
+        sample i with seed `draw_seed(seed, i)`, so a rule can answer per seed; recorded in `batches`. As on a
+        real endpoint the prompt is processed once: the first choice carries its tokens, every choice its own
+        completion's."""
         self.batches.append((request, n))
         draw = request.draw or GREEDY
-        return [
+        responses = [
             await self.complete(
                 request.model_copy(update={"draw": draw.model_copy(update={"seed": draw_seed(draw.seed, i)})})
             )
             for i in range(n)
+        ]
+        return [
+            response
+            if i == 0
+            else response.model_copy(update={"usage": response.usage.model_copy(update={"prompt_tokens": 0})})
+            for i, response in enumerate(responses)
         ]
 
     async def aclose(self) -> None:

@@ -33,6 +33,7 @@ class _Slot:
     response: ChatResponse | None = None
     error: BackendError | None = None
     rode_along: bool = False  # answered by a request another member's slot stands for
+    prompt_tokens: int = 0  # the prompt tokens of the shared request that answered it (0: not shared)
 
 
 def _prompt_key(request: ChatRequest) -> str:
@@ -51,7 +52,21 @@ class SharedPromptBatch:
         self._ready = anyio.Event()
         self._done = anyio.Event()
         self._claimed = False
+        self._prompt_claimed = False
         self.shared_requests = 0  # complete_many requests sent (for tests and logs)
+
+    async def sent_nothing(self) -> bool:
+        """Once every member has decided: True when no member sent a first request through the batch (all
+        were answered otherwise, e.g. from a memo), so no request of the batch processed the prompt."""
+        await self._ready.wait()
+        return not self._slots
+
+    def claim_prompt(self) -> bool:
+        """True for the first caller only, once the batch sent nothing: who pays the prompt nobody sent."""
+        if self._slots or self._prompt_claimed:
+            return False
+        self._prompt_claimed = True
+        return True
 
     def member(self) -> BatchMember:
         return BatchMember(self)
@@ -93,9 +108,11 @@ class SharedPromptBatch:
                 for slot in group:
                     slot.error = exc
                 continue
+            prompt_tokens = responses[0].usage.prompt_tokens if responses else 0
             for index, (slot, response) in enumerate(zip(group, responses, strict=False)):
                 slot.response = response
                 slot.rode_along = index > 0
+                slot.prompt_tokens = prompt_tokens
 
 
 class BatchMember:
@@ -105,6 +122,17 @@ class BatchMember:
         self._batch = batch
         self._asked = False
         self._slot: _Slot | None = None
+
+    async def pays_unsent_prompt(self) -> bool:
+        """For a member answered without a request (a reused result): whether it pays the batch's prompt, as
+        the one member standing for a request the batch would otherwise have sent. Leaves the batch first."""
+        self.finished()
+        return await self._batch.sent_nothing() and self._batch.claim_prompt()
+
+    @property
+    def shared_prompt_tokens(self) -> int | None:
+        """The prompt tokens of the shared request that answered its first request (None: not shared)."""
+        return self._slot.prompt_tokens if self._slot is not None and self._slot.prompt_tokens else None
 
     @property
     def requests_saved(self) -> int:
