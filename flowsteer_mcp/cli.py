@@ -29,7 +29,12 @@ def _server_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--path", default="/mcp", help="HTTP endpoint path")
-    parser.add_argument("--store", default="memory", help="'memory' or 'sqlite:PATH' (persistent)")
+    parser.add_argument(
+        "--store",
+        default="memory",
+        help="'memory', 'sqlite:PATH' (persistent, one server) or 'postgresql://USER@HOST/DB' (persistent, shared by "
+        "a fleet of servers; password via PGPASSWORD or ~/.pgpass)",
+    )
     parser.add_argument("--config", type=Path, default=None, help="executor config file (TOML/YAML)")
     parser.add_argument("--no-executor", action="store_true", help="edit only; never run workflows")
     parser.add_argument(
@@ -73,7 +78,7 @@ def _server_parser() -> argparse.ArgumentParser:
         "--persistent-ttl",
         type=float,
         default=None,
-        help="seconds without an edit before a stored (sqlite) workflow is deleted (default 30 days; 0 = never)",
+        help="seconds without an edit before a stored (sqlite, postgresql) workflow is deleted (default 30 days; 0 = never)",
     )
     parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
     return parser

@@ -63,6 +63,11 @@ LOCAL = Extra(
     modules=(*BASE.modules, "operators.backends.local", "operators.models.prepare", "operators.models.tiny"),
     commands=(*BASE.commands, ("flowsteer", "demo", "--help")),
 )
+POSTGRES = Extra(
+    "postgres",
+    modules=(*BASE.modules, "flowsteer_mcp.store.postgres", "psycopg_pool", "psycopg_binary"),
+    commands=BASE.commands,
+)
 TRAIN = Extra(
     "train",
     modules=(
@@ -194,6 +199,11 @@ def test_local_install_imports_the_embedded_model_backend(wheel: Path, workdir: 
     bin_dir = _install(LOCAL, wheel, workdir)
     _check_starts(LOCAL, bin_dir, workdir)
     assert _torch_version(bin_dir, workdir).split("+")[0] == "2.13.0"
+
+
+def test_postgres_install_imports_the_postgresql_store(wheel: Path, workdir: Path) -> None:
+    bin_dir = _install(POSTGRES, wheel, workdir)
+    _check_starts(POSTGRES, bin_dir, workdir)
 
 
 def test_train_install_imports_the_trainer(wheel: Path, workdir: Path) -> None:

@@ -16,7 +16,7 @@ from flowsteer_mcp.server.workbench import DEFAULT_PERSISTENT_TTL_S
 class ServerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    store: str = "memory"  # "memory" or "sqlite:PATH"
+    store: str = "memory"  # "memory", "sqlite:PATH" or "postgresql://..." (may hold a password: never log it)
     max_workflows: int = Field(default=1000, ge=1)
     workflow_ttl_s: float = Field(default=3600.0, gt=0)  # idle in-memory workflows expire after this
     # persistent workflows not edited for this long are deleted by the sweep; None keeps them forever

@@ -14,6 +14,12 @@ deleted then. A persistent workflow is deleted once unedited for `persistent_ttl
 delete_workflow). A workflow in use (held, awaited or being read) is never expired under its user. The lock
 table holds only workflows that some task holds or waits for, so unknown, deleted and expired ids leave nothing
 behind.
+
+A shared store (PostgreSQL under a fleet of servers) changes under this process, so nothing is cached for it:
+every read loads the last committed state from the store, and every write (and delete, expiry, admission)
+holds the store's fleet-wide lock (`store.exclusive`) from its load to its commit, after the in-process lock
+(so one server's steps queue in-process and hold at most one database session per workflow). Expiry of a
+shared workflow re-reads its `updated_at` under that lock, so an edit made by another server saves it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import structlog
 from flowsteer_mcp.canvas.execution import RUN_SCOPE, WorkflowExecutor
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
 from flowsteer_mcp.errors import FlowSteerError
-from flowsteer_mcp.store.base import StoredWorkflow, WorkflowStore
+from flowsteer_mcp.store.base import ADMISSION_KEY, StoredWorkflow, WorkflowStore
 from operators.registry import OperatorRegistry
 
 log = structlog.get_logger(__name__)
@@ -154,21 +160,26 @@ class Workbench:
     async def create(self, state: CanvasState) -> tuple[str, Canvas]:
         async with self._admission:
             await self.sweep()
-            if await self.store.count() >= self.max_workflows:
-                raise WorkbenchFull(
-                    f"This server already holds {self.max_workflows} workflows; "
-                    "delete finished ones with delete_workflow."
-                )
-            workflow_id = "wf_" + secrets.token_hex(8)
-            now = self._wall_clock()
-            committed = state.model_copy(deep=True)  # the caller keeps no handle on the live state
-            record = StoredWorkflow(workflow_id=workflow_id, state=committed, created_at=now, updated_at=now)
-            with anyio.CancelScope(shield=True):
-                await self._save(record, "The new workflow could not be saved ({reason}); nothing was created.")
-                self._live[workflow_id] = _Entry(record=record, last_used=self._clock())
+            async with self.store.exclusive(ADMISSION_KEY) as store:  # max_workflows is exact across a fleet
+                workflow_id = await self._admit(state, store)
         log.info("workflow_created", workflow_id=workflow_id, task_type=state.task.task_type)
         await self._announce("created", workflow_id)
         return workflow_id, Canvas(_working_copy(state), self.registry, self.executor)
+
+    async def _admit(self, state: CanvasState, store: WorkflowStore) -> str:
+        """Count, then store the new workflow (the caller holds admission in-process and in the store)."""
+        if await store.count() >= self.max_workflows:
+            raise WorkbenchFull(
+                f"This server already holds {self.max_workflows} workflows; delete finished ones with delete_workflow."
+            )
+        workflow_id = "wf_" + secrets.token_hex(8)
+        now = self._wall_clock()
+        committed = state.model_copy(deep=True)  # the caller keeps no handle on the live state
+        record = StoredWorkflow(workflow_id=workflow_id, state=committed, created_at=now, updated_at=now)
+        with anyio.CancelScope(shield=True):
+            await self._save(store, record, "The new workflow could not be saved ({reason}); nothing was created.")
+            self._cache(record)
+        return workflow_id
 
     @asynccontextmanager
     async def open(self, workflow_id: str, *, write: bool = True) -> AsyncIterator[Canvas]:
@@ -177,11 +188,11 @@ class Workbench:
         a reader takes no lock and its changes are never kept. The canvas is the caller's only inside the block."""
         if not write:
             async with self._reading(workflow_id):
-                entry = await self._entry(workflow_id)
+                entry = await self._entry(workflow_id, self.store)
                 yield Canvas(_working_copy(entry.record.state), self.registry, self.executor)
             return
-        async with self._locked(workflow_id):
-            entry = await self._entry(workflow_id)
+        async with self._locked(workflow_id), self.store.exclusive(workflow_id) as store:
+            entry = await self._entry(workflow_id, store)
             canvas = Canvas(_working_copy(entry.record.state), self.registry, self.executor)
             scope = RUN_SCOPE.set(workflow_id)  # its runs reuse only its own memoised calls
             try:
@@ -191,6 +202,7 @@ class Workbench:
             record = entry.record.model_copy(update={"state": canvas.state, "updated_at": self._wall_clock()})
             with anyio.CancelScope(shield=True):  # a write that started ends with memory and store alike
                 await self._save(
+                    store,
                     record,
                     f"The change to workflow {workflow_id} could not be saved ({{reason}}); nothing changed: "
                     "the workflow is exactly as before this call and can be used as usual.",
@@ -199,9 +211,9 @@ class Workbench:
         await self._announce("updated", workflow_id)  # after the lock: a slow listener never delays the next writer
 
     async def delete(self, workflow_id: str) -> bool:
-        async with self._locked(workflow_id):
+        async with self._locked(workflow_id), self.store.exclusive(workflow_id) as store:
             self._live.pop(workflow_id, None)
-            deleted = await self.store.delete(workflow_id)
+            deleted = await store.delete(workflow_id)
         if deleted:
             await self._announce("deleted", workflow_id)
         return deleted
@@ -225,19 +237,25 @@ class Workbench:
         return len(expired)
 
     # ----- internals -------------------------------------------------------------------------------------
-    async def _entry(self, workflow_id: str) -> _Entry:
-        entry = self._live.get(workflow_id)
+    async def _entry(self, workflow_id: str, store: WorkflowStore) -> _Entry:
+        """The committed state: the cached one of a private store, always the stored one of a shared store."""
+        entry = None if self.store.shared else self._live.get(workflow_id)
         if entry is None:
-            record = await self.store.get(workflow_id)
+            record = await store.get(workflow_id)
             if record is None:
                 raise WorkflowNotFound(workflow_id)
-            entry = self._live.setdefault(workflow_id, _Entry(record=record, last_used=self._clock()))
+            entry = self._cache(record)
         entry.last_used = self._clock()
         return entry
 
-    async def _save(self, record: StoredWorkflow, message: str) -> None:
+    def _cache(self, record: StoredWorkflow) -> _Entry:
+        """The entry of a committed record, kept in `_live` only for a private store (a shared one caches nothing)."""
+        entry = _Entry(record=record, last_used=self._clock())
+        return entry if self.store.shared else self._live.setdefault(record.workflow_id, entry)
+
+    async def _save(self, store: WorkflowStore, record: StoredWorkflow, message: str) -> None:
         try:
-            await self.store.put(record)
+            await store.put(record)
         except Exception as error:
             reason = f"{type(error).__name__}: {error}"[:_REASON_CHARS]
             log.error("workflow_not_saved", workflow_id=record.workflow_id, reason=reason)
@@ -260,12 +278,13 @@ class Workbench:
     async def _delete_unedited(self, workflow_id: str, cutoff: float) -> bool:
         if self._in_use(workflow_id):
             return False
-        async with self._locked(workflow_id):
-            entry = self._live.get(workflow_id)
-            if entry is not None and entry.record.updated_at >= cutoff:
-                return False  # edited while the stale list was being read
+        async with self._locked(workflow_id), self.store.exclusive(workflow_id) as store:
+            entry = None if self.store.shared else self._live.get(workflow_id)
+            current = entry.record if entry is not None else await store.get(workflow_id)
+            if current is None or current.updated_at >= cutoff:
+                return False  # gone, or edited (here or by another server) while the stale list was being read
             self._live.pop(workflow_id, None)
-            if not await self.store.delete(workflow_id):
+            if not await store.delete(workflow_id):
                 return False
             log.info("workflow_expired", workflow_id=workflow_id, persistent=True)
             await self._announce("deleted", workflow_id)

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from flowsteer_mcp.store.base import StoredWorkflow
 
 
 class MemoryStore:
     persistent = False
+    shared = False
 
     def __init__(self) -> None:
         self._records: dict[str, StoredWorkflow] = {}
+
+    @asynccontextmanager
+    async def exclusive(self, key: str) -> AsyncIterator[MemoryStore]:
+        """Nothing to hold: only this process sees the store, and the workbench's locks serialise it."""
+        yield self
 
     async def get(self, workflow_id: str) -> StoredWorkflow | None:
         return self._records.get(workflow_id)

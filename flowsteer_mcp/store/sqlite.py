@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,8 +25,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from flowsteer_mcp.canvas.session import CanvasState, HistoryEntry
-from flowsteer_mcp.errors import FlowSteerError
-from flowsteer_mcp.store.base import StoredWorkflow
+from flowsteer_mcp.store.base import StoredWorkflow, StoreSchemaError
 
 log = structlog.get_logger(__name__)
 
@@ -52,16 +51,13 @@ _HISTORY = TypeAdapter(list[HistoryEntry])
 _Row = tuple[str, str, float, float]
 
 
-class StoreSchemaError(FlowSteerError, ValueError):
-    """The file is not a workflow database this version can read (the server refuses to start)."""
-
-
 def _unusable(path: Path, error: sqlite3.Error) -> StoreSchemaError:
     return StoreSchemaError(f"cannot open {path} as a workflow database ({error}); pass another --store sqlite:PATH.")
 
 
 class SQLiteStore:
     persistent = True
+    shared = False  # one server process per file (read-only viewers aside): see `exclusive`
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         """Open (creating when needed) the database at `path`. With `read_only`, the file must exist at the
@@ -265,6 +261,13 @@ class SQLiteStore:
         return cursor.rowcount > 0
 
     # ----- the async contract --------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def exclusive(self, key: str) -> AsyncIterator[SQLiteStore]:
+        """No cross-process lock: a file has one server, whose workbench locks serialise its steps. SQLite could
+        only serialise two servers by holding its one write lock for a whole step (minutes, blocking every other
+        workflow), and each would still trust its own cache, so a fleet of servers uses PostgreSQL instead."""
+        yield self
+
     async def get(self, workflow_id: str) -> StoredWorkflow | None:
         return await anyio.to_thread.run_sync(self._get, workflow_id)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,7 @@ from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.server.workbench import Workbench
-from flowsteer_mcp.store.base import StoredWorkflow, open_store
-from flowsteer_mcp.store.memory import MemoryStore
+from flowsteer_mcp.store.base import open_store
 from flowsteer_mcp.store.sqlite import SQLiteStore
 from operators.registry import OperatorRegistry
 from tests.support.scripted_executor import ScriptedExecutor
@@ -140,34 +140,6 @@ async def test_server_restart_in_process_keeps_every_edit(tmp_path: Path, regist
     await second.aclose()
 
 
-def stored(workflow_id: str, problem: str, *, at: float) -> StoredWorkflow:
-    return StoredWorkflow(
-        workflow_id=workflow_id, state=CanvasState(task=TaskSpec(problem=problem)), created_at=at, updated_at=at
-    )
-
-
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_store_contract(tmp_path: Path, kind: str) -> None:
-    store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.sqlite")
-    assert store.persistent is (kind == "sqlite")
-    try:
-        assert await store.get("wf_a") is None and await store.count() == 0
-        await store.put(stored("wf_a", "first", at=1.0))
-        await store.put(stored("wf_b", "second", at=2.0))
-        updated = stored("wf_a", "first, edited", at=1.0)
-        updated.state.rounds_used = 4
-        await store.put(updated)
-        got = await store.get("wf_a")
-        assert got is not None and got.state.task.problem == "first, edited" and got.state.rounds_used == 4
-        assert [r.workflow_id for r in await store.list()] == ["wf_a", "wf_b"]
-        assert await store.count() == 2
-        assert await store.delete("wf_a") is True
-        assert await store.delete("wf_a") is False
-        assert [r.workflow_id for r in await store.list()] == ["wf_b"]
-    finally:
-        await store.close()
-
-
 async def test_workbench_restart_on_sqlite_keeps_committed_state_only(
     tmp_path: Path, registry: OperatorRegistry
 ) -> None:
@@ -196,8 +168,15 @@ async def test_workbench_restart_on_sqlite_keeps_committed_state_only(
 
 @pytest.mark.parametrize(
     ("url", "message"),
-    [("sqlite:", "sqlite store needs a path"), ("postgres://db", "unknown store 'postgres://db'")],
+    [("sqlite:", "sqlite store needs a path"), ("mysql://db", "unknown store 'mysql://db'")],
 )
 def test_open_store_rejects_bad_urls(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         open_store(url)
+
+
+def test_a_postgresql_store_without_psycopg_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "flowsteer_mcp.store.postgres", raising=False)
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the `postgres` extra were not installed
+    with pytest.raises(ValueError, match=r"needs psycopg .*pip install 'flowsteer-mcp\[postgres\]'"):
+        open_store("postgresql://flowsteer@db.example/workflows")

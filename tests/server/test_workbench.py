@@ -3,6 +3,7 @@ persistent workflows expire, and the per-workflow lock table only holds workflow
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from flowsteer_mcp.server.workbench import (
     WorkflowNotFound,
     WorkflowNotSaved,
 )
-from flowsteer_mcp.store.base import StoredWorkflow, WorkflowStore
+from flowsteer_mcp.store.base import StoredWorkflow, WorkflowStore, open_store
 from flowsteer_mcp.store.memory import MemoryStore
 from flowsteer_mcp.store.sqlite import SQLiteStore
 from operators.registry import OperatorRegistry
@@ -194,11 +195,9 @@ async def test_a_surrogate_act_over_mcp_on_sqlite_keeps_live_and_stored_state_eq
 # ----- max_workflows under concurrency ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_max_workflows_is_exact_under_concurrent_creates(
-    tmp_path: Path, registry: OperatorRegistry, kind: str
+    store: WorkflowStore, registry: OperatorRegistry
 ) -> None:
-    store: WorkflowStore = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "wf.sqlite")
     bench = bench_on(store, registry, max_workflows=10)
     created: list[str] = []
     refused: list[str] = []
@@ -210,24 +209,21 @@ async def test_max_workflows_is_exact_under_concurrent_creates(
         except WorkbenchFull:
             refused.append(f"Task {k}")
 
-    try:
-        async with anyio.create_task_group() as group:
-            for k in range(20):
-                group.start_soon(create, k)
-        assert (len(created), len(refused)) == (10, 10)
-        assert await store.count() == 10
-    finally:
-        await store.close()
+    async with anyio.create_task_group() as group:
+        for k in range(20):
+            group.start_soon(create, k)
+    assert (len(created), len(refused)) == (10, 10)
+    assert await store.count() == 10
 
 
 # ----- persistent workflows expire -------------------------------------------------------------------------
 
 
 async def test_persistent_workflows_unedited_past_their_ttl_are_deleted(
-    tmp_path: Path, registry: OperatorRegistry
+    persistent_store_url: str, registry: OperatorRegistry
 ) -> None:
     clock = FakeClock()
-    store = SQLiteStore(tmp_path / "wf.sqlite")
+    store = open_store(persistent_store_url)
     bench = bench_on(store, registry, clock=clock, wall_clock=clock, persistent_ttl_s=30 * DAY_S)
     try:
         stale, _ = await bench.create(new_state("left alone"))
@@ -249,9 +245,11 @@ async def test_persistent_workflows_unedited_past_their_ttl_are_deleted(
         await store.close()
 
 
-async def test_persistent_expiry_frees_room_and_can_be_switched_off(tmp_path: Path, registry: OperatorRegistry) -> None:
+async def test_persistent_expiry_frees_room_and_can_be_switched_off(
+    persistent_store_url: str, registry: OperatorRegistry
+) -> None:
     clock = FakeClock()
-    store = SQLiteStore(tmp_path / "wf.sqlite")
+    store = open_store(persistent_store_url)
     bench = bench_on(store, registry, max_workflows=1, clock=clock, wall_clock=clock, persistent_ttl_s=DAY_S)
     try:
         await bench.create(new_state())
@@ -272,20 +270,15 @@ async def test_persistent_expiry_frees_room_and_can_be_switched_off(tmp_path: Pa
 # ----- the lock table ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_unknown_workflow_ids_leave_no_lock_behind(tmp_path: Path, registry: OperatorRegistry, kind: str) -> None:
-    store: WorkflowStore = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "wf.sqlite")
+async def test_unknown_workflow_ids_leave_no_lock_behind(store: WorkflowStore, registry: OperatorRegistry) -> None:
     bench = bench_on(store, registry)
-    try:
-        for k in range(300):
-            with pytest.raises(WorkflowNotFound):
-                await read(bench, f"wf_unknown_{k}")
-        assert len(bench._locks) == 0
-        for k in range(300):
-            assert await bench.delete(f"wf_unknown_{k}") is False
-        assert len(bench._locks) == 0
-    finally:
-        await store.close()
+    for k in range(300):
+        with pytest.raises(WorkflowNotFound):
+            await read(bench, f"wf_unknown_{k}")
+    assert len(bench._locks) == 0
+    for k in range(300):
+        assert await bench.delete(f"wf_unknown_{k}") is False
+    assert len(bench._locks) == 0
 
 
 async def test_used_deleted_and_expired_workflows_leave_no_lock_behind(
@@ -398,3 +391,100 @@ async def test_listeners_hear_each_committed_change_once(registry: OperatorRegis
     store.refuse = False
     assert await bench.delete(workflow_id)
     assert heard == [("created", workflow_id), ("updated", workflow_id), ("deleted", workflow_id)]
+
+
+# ----- a fleet of workbenches on one shared store (PostgreSQL) -------------------------------------------------
+
+
+@pytest.fixture
+async def fleet(postgres_dsn: str, registry: OperatorRegistry) -> AsyncIterator[list[Workbench]]:
+    """Three workbenches, each on its own store and connection pool over one database: three servers."""
+    stores = [open_store(postgres_dsn) for _ in range(3)]
+    try:
+        yield [bench_on(store, registry, max_workflows=10) for store in stores]
+    finally:
+        for store in stores:
+            await store.close()
+
+
+@pytest.mark.slow
+async def test_a_fleet_serves_any_workflow_from_any_server_and_never_a_stale_copy(fleet: list[Workbench]) -> None:
+    a, b, c = fleet
+    workflow_id, _ = await a.create(new_state())
+    assert (await read(a, workflow_id)).rounds_used == 0  # A has read it: a private store would now cache it
+    async with b.open(workflow_id) as canvas:
+        await canvas.edit(add("Plan"))
+    async with c.open(workflow_id) as canvas:
+        await canvas.edit(add("Custom"))
+    for bench in fleet:
+        state = await read(bench, workflow_id)
+        assert [n.operator for n in state.graph.iter_operator_nodes()] == ["Plan", "Custom"]
+        assert state.rounds_used == 2 and len(state.history) == 2
+    assert await a.delete(workflow_id) is True
+    with pytest.raises(WorkflowNotFound):
+        await read(b, workflow_id)
+    assert all(len(bench._live) == 0 for bench in fleet)  # a shared store is never cached
+
+
+@pytest.mark.slow
+async def test_concurrent_steps_on_one_workflow_from_several_servers_are_serialised(fleet: list[Workbench]) -> None:
+    workflow_id, _ = await fleet[0].create(new_state())
+    inside: list[str] = []
+    overlaps: list[str] = []
+
+    async def step(bench: Workbench, operator: str) -> None:
+        async with bench.open(workflow_id) as canvas:
+            if inside:
+                overlaps.append(f"{operator} ran while {inside} did")
+            inside.append(operator)
+            await anyio.sleep(0.05)  # a step takes time between its load and its commit
+            await canvas.edit(add(operator))
+            inside.remove(operator)
+
+    operators = ["Plan", "Custom", "Format", "Programmer", "Review", "Revise"]
+    async with anyio.create_task_group() as group:
+        for k, operator in enumerate(operators):
+            group.start_soon(step, fleet[k % 3], operator)
+    assert overlaps == []
+    state = await read(fleet[1], workflow_id)
+    assert sorted(n.operator for n in state.graph.iter_operator_nodes()) == sorted(operators)  # no lost update
+    assert state.rounds_used == len(operators) and len(state.history) == len(operators)
+
+
+@pytest.mark.slow
+async def test_max_workflows_is_exact_across_a_fleet(fleet: list[Workbench]) -> None:
+    outcomes: list[bool] = []
+
+    async def create(bench: Workbench, k: int) -> None:
+        try:
+            await bench.create(new_state(f"Task {k}"))
+            outcomes.append(True)
+        except WorkbenchFull:
+            outcomes.append(False)
+
+    async with anyio.create_task_group() as group:
+        for k in range(18):
+            group.start_soon(create, fleet[k % 3], k)
+    assert (outcomes.count(True), outcomes.count(False)) == (10, 8)
+    assert await fleet[2].store.count() == 10
+
+
+@pytest.mark.slow
+async def test_expiry_spares_a_workflow_another_server_edited_after_the_stale_list(
+    postgres_dsn: str, registry: OperatorRegistry
+) -> None:
+    clock = FakeClock()
+    stores = [open_store(postgres_dsn) for _ in range(2)]
+    sweeper, editor = (bench_on(s, registry, clock=clock, wall_clock=clock, persistent_ttl_s=DAY_S) for s in stores)
+    try:
+        workflow_id, _ = await editor.create(new_state())
+        clock.advance(DAY_S + 1)
+        cutoff = clock() - DAY_S
+        assert await stores[0].stale(cutoff) == [workflow_id]  # the sweeper's list ...
+        async with editor.open(workflow_id) as canvas:  # ... then the other server edits it
+            await canvas.edit(add("Plan"))
+        assert await sweeper._delete_unedited(workflow_id, cutoff) is False
+        assert (await read(sweeper, workflow_id)).rounds_used == 1
+    finally:
+        for store in stores:
+            await store.close()

@@ -1,5 +1,5 @@
-"""The SQLite store keeps history incrementally (one row per step), migrates the old one-blob layout, refuses
-databases it cannot read with a clear error, and finds workflows left unedited too long."""
+"""The SQLite store keeps history incrementally (one row per step), migrates the old one-blob layout, and refuses
+databases it cannot read with a clear error. The contract every store keeps: tests/store/test_store_contract.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState, HistoryEntry
 from flowsteer_mcp.store.base import StoredWorkflow
-from flowsteer_mcp.store.memory import MemoryStore
 from flowsteer_mcp.store.sqlite import SCHEMA_VERSION, SQLiteStore, StoreSchemaError
 
 LEGACY_SCHEMA = """
@@ -80,20 +79,6 @@ async def test_a_history_that_is_not_an_extension_is_rewritten(database: Path) -
         await store.close()
 
 
-async def test_a_failed_put_keeps_the_previous_state_whole(database: Path) -> None:
-    store = SQLiteStore(database)
-    try:
-        good = record("wf_a", 3)
-        await store.put(good)
-        broken = record("wf_a", 5)
-        broken.state.history[-1].message = "lone \ud800 surrogate"  # fails after the earlier rows were written
-        with pytest.raises(ValueError):
-            await store.put(broken)
-        assert await store.get("wf_a") == good
-    finally:
-        await store.close()
-
-
 async def test_a_legacy_database_is_migrated_in_place(database: Path) -> None:
     legacy = [record("wf_old", 3, at=5.0), record("wf_empty", 0, at=2.0)]
     with sqlite3.connect(database) as conn:
@@ -139,16 +124,3 @@ def test_a_file_that_is_not_sqlite_is_a_clear_error(database: Path) -> None:
 def test_a_path_it_cannot_open_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StoreSchemaError, match=r"cannot open .* as a workflow database"):
         SQLiteStore(tmp_path)  # a directory
-
-
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_stale_lists_workflows_last_edited_before_a_time(database: Path, kind: str) -> None:
-    store = MemoryStore() if kind == "memory" else SQLiteStore(database)
-    try:
-        await store.put(record("wf_a", 0, at=10.0))  # updated_at 10
-        await store.put(record("wf_b", 5, at=10.0))  # updated_at 15
-        await store.put(record("wf_c", 9, at=10.0))  # updated_at 19
-        assert sorted(await store.stale(15.0)) == ["wf_a"]
-        assert sorted(await store.stale(19.5)) == ["wf_a", "wf_b", "wf_c"]
-    finally:
-        await store.close()
