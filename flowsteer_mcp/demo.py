@@ -4,6 +4,9 @@ The server is started the way assistants start it (`flowsteer-mcp` over stdio, e
 model); the client is the official MCP SDK client. The edits come from a fixed per-task-type template (the
 `template` baseline director), written partly in the Flow-Director dialect through `act` (with prompt turns) and
 partly through the typed tools. The final program is then checked against the task's hidden tests in the sandbox.
+
+`--director policy` (`make demo DIRECTOR=policy`) lets the shipped Flow-Director build the workflow instead
+(flowsteer_mcp/demo_policy.py); everything around the edits (server, executor, trace, hidden tests) is the same.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from flowsteer_mcp.demo_policy import DemoPolicy, policy_episode
 from flowsteer_mcp.demo_viewer import demo_store_path, live_viewer
+from flowsteer_mcp.director.card import DirectorCardError, shipped_director
+from flowsteer_mcp.director.served import SERVE_MODES, DirectorServing
 
 DEFAULT_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "second_largest.json"
 
@@ -70,7 +76,7 @@ def _preview(text: str | None, limit: int = 70) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-async def _episode(model: str, task: dict[str, Any], workdir: Path, view: bool) -> int:
+async def _episode(model: str, task: dict[str, Any], workdir: Path, view: bool, policy: DemoPolicy | None) -> int:
     meta = task.get("meta", {})
     store = demo_store_path()
     params = StdioServerParameters(
@@ -82,32 +88,68 @@ async def _episode(model: str, task: dict[str, Any], workdir: Path, view: bool) 
     started = time.monotonic()
 
     async with Client(params) as client:
-        created = await client.call_tool(
-            "create_workflow",
-            {
-                "task": task["problem"],
-                "task_type": "code",
-                "entry_point": meta.get("entry_point"),
-                "public_tests": meta.get("public_tests"),
-                "options": DEMO_OPTIONS,
-            },
-        )
-        if created.is_error or created.structured_content is None:
-            raise RuntimeError(f"create_workflow failed: {created.content}")
-        workflow_id = created.structured_content["workflow_id"]
-        _line(f"workflow {workflow_id} created (finish preset: {DEMO_OPTIONS['finish']})")
-        async with AsyncExitStack() as stack:
-            if view:
-                url = await stack.enter_async_context(live_viewer(store))
-                _line(
-                    f"watch it being built: {url}w/{workflow_id}  (live until the demo ends)"
-                    if url
-                    else f"(the live viewer did not start; try: {_viewer_hint(store)})"
-                )
-            await _build(client, workflow_id, totals)
+        if policy is not None:
+            workflow_id = await policy_episode(client, task, policy, totals, DEMO_OPTIONS)
+        else:
+            workflow_id = await _template_episode(client, task, store, view, totals)
         detail = (await client.call_tool("get_workflow", {"workflow_id": workflow_id})).structured_content
     assert detail is not None
     elapsed = time.monotonic() - started
+    _report(detail)
+    passed = await _check_hidden_tests(_final_code(detail), meta)
+    _line()
+    _line(
+        f"hidden tests: {'PASSED' if passed else 'FAILED'} ({len(meta.get('test', '').splitlines())} asserts, "
+        "never shown to the workflow)"
+    )
+    _line(
+        f"LLM calls: {totals['llm_calls']}, tokens: {totals['tokens']}, wall time: {elapsed:.1f} s "
+        f"(executor: {model} on CPU)"
+    )
+    _line(f"look at this and earlier demo workflows in a browser: {_viewer_hint(store)}")
+    return 0
+
+
+async def _template_episode(
+    client: Client, task: dict[str, Any], store: Path, view: bool, totals: dict[str, int]
+) -> str:
+    """The fixed demo steps, watched in the live viewer when `view`; returns the workflow's id."""
+    meta = task.get("meta", {})
+    created = await client.call_tool(
+        "create_workflow",
+        {
+            "task": task["problem"],
+            "task_type": "code",
+            "entry_point": meta.get("entry_point"),
+            "public_tests": meta.get("public_tests"),
+            "options": DEMO_OPTIONS,
+        },
+    )
+    if created.is_error or created.structured_content is None:
+        raise RuntimeError(f"create_workflow failed: {created.content}")
+    workflow_id: str = created.structured_content["workflow_id"]
+    _line(f"workflow {workflow_id} created (finish preset: {DEMO_OPTIONS['finish']})")
+    async with AsyncExitStack() as stack:
+        if view:
+            url = await stack.enter_async_context(live_viewer(store))
+            _line(
+                f"watch it being built: {url}w/{workflow_id}  (live until the demo ends)"
+                if url
+                else f"(the live viewer did not start; try: {_viewer_hint(store)})"
+            )
+        await _build(client, workflow_id, totals)
+    return workflow_id
+
+
+def _final_code(detail: dict[str, Any]) -> str | None:
+    end = detail.get("end") or {}
+    last = detail.get("last_execution") or {}
+    code = end.get("final_code") or end.get("final_answer") or (last.get("execution") or {}).get("output")
+    return str(code) if code else None
+
+
+def _report(detail: dict[str, Any]) -> None:
+    """The built workflow, its end, the per-node trace of its final run and its answer."""
     _line()
     _line(f"workflow: {detail['state']['dsl']}")
     _line(f"episode end: {(detail.get('end') or {}).get('reason', 'not finished')}")
@@ -124,23 +166,9 @@ async def _episode(model: str, task: dict[str, Any], workdir: Path, view: bool) 
             f"{'y' if row.get('cached') else 'n':<7}{row.get('llm_calls', 0):>5}{row.get('tokens', 0):>7}"
             f"{row.get('latency_s', 0.0):>7.1f}  {shown}"
         )
-    end = detail.get("end") or {}
-    final_code = end.get("final_code") or end.get("final_answer") or (last.get("execution") or {}).get("output")
     _line()
     _line("final answer (the executed workflow's program):")
-    _line(final_code or "(none: the workflow produced no answer)")
-    passed = await _check_hidden_tests(final_code, meta)
-    _line()
-    _line(
-        f"hidden tests: {'PASSED' if passed else 'FAILED'} ({len(meta.get('test', '').splitlines())} asserts, "
-        "never shown to the workflow)"
-    )
-    _line(
-        f"LLM calls: {totals['llm_calls']}, tokens: {totals['tokens']}, wall time: {elapsed:.1f} s "
-        f"(executor: {model} on CPU)"
-    )
-    _line(f"look at this and earlier demo workflows in a browser: {_viewer_hint(store)}")
-    return 0
+    _line(_final_code(detail) or "(none: the workflow produced no answer)")
 
 
 async def _show_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -193,14 +221,29 @@ async def _check_hidden_tests(code: str | None, meta: dict[str, Any]) -> bool:
     return bool(result.passed)
 
 
-def demo_main(argv: list[str]) -> int:
+def demo_main(argv: list[str], serve_director: DirectorServing | None = None) -> int:
+    """`serve_director` serves the shipped director for `--director policy` (`flowsteer demo` passes one)."""
     parser = argparse.ArgumentParser(prog="flowsteer demo", description="One real episode on a local model.")
     parser.add_argument("--model", default=os.environ.get("FLOWSTEER_DEMO_MODEL", "qwen2.5-coder-0.5b-instruct"))
     parser.add_argument("--task", type=Path, default=DEFAULT_TASK, help="a JSON task record (code task)")
     parser.add_argument(
         "--no-view", dest="view", action="store_false", help="do not start the live viewer (flowsteer-mcp view)"
     )
+    parser.add_argument(
+        "--director",
+        choices=("template", "policy"),
+        default="template",
+        help="who builds the workflow: the fixed demo steps (default) or the shipped Flow-Director",
+    )
+    parser.add_argument("--policy-serve", choices=SERVE_MODES, default="auto", help="how to serve the director")
     args = parser.parse_args(argv)
+    policy = None
+    if args.director == "policy":
+        try:
+            policy = DemoPolicy(shipped_director(), args.policy_serve, _require(serve_director))
+        except DirectorCardError as error:
+            print(f"flowsteer demo: error: {error}", file=sys.stderr)
+            return 2
     from operators.models import prepare
 
     task = json.loads(args.task.read_text(encoding="utf-8"))
@@ -209,4 +252,10 @@ def demo_main(argv: list[str]) -> int:
     folder = prepare(args.model)
     _line(f"executor model {args.model} ready at {folder} ({time.monotonic() - started:.1f} s)")
     with tempfile.TemporaryDirectory(prefix="flowsteer-demo-") as workdir:
-        return anyio.run(_episode, args.model, task, Path(workdir), args.view)
+        return anyio.run(_episode, args.model, task, Path(workdir), args.view, policy)
+
+
+def _require(serve_director: DirectorServing | None) -> DirectorServing:
+    if serve_director is None:
+        raise SystemExit("flowsteer demo: this entry point cannot serve the shipped director; run `flowsteer demo`")
+    return serve_director

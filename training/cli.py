@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from flowsteer_mcp.server.app import FlowSteerServer
     from operators.backends.base import ChatBackend
     from training.data import Problem
+    from training.serve_director import ShippedPolicy
 
 RUN_FAILED = 1  # the command ran but some of its work failed (e.g. episodes that did not run): no figures
 USAGE_ERROR = 2
@@ -166,6 +167,12 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="T",
         help="the policy's sampling temperature instead of --policy-config's (e.g. 0: its most likely workflow)",
     )
+    who.add_argument(
+        "--policy-serve",
+        choices=("auto", "vllm", "local"),
+        help="without --policy-url: how to serve the Flow-Director that ships with this install: vLLM, the local "
+        "transformers server, or whichever is available (auto, the default)",
+    )
 
     run = parser.add_argument_group("execution")
     run.add_argument("--config", type=Path, help="executor config file (TOML/YAML); default: $FLOWSTEER_CONFIG")
@@ -250,8 +257,13 @@ def _models(argv: list[str]) -> int:
 
 def _demo(argv: list[str]) -> int:
     from flowsteer_mcp.demo import demo_main
+    from training.serve_director import DirectorServingError, serve_shipped_director
 
-    return demo_main(argv)
+    try:
+        return demo_main(argv, serve_director=serve_shipped_director)
+    except DirectorServingError as error:
+        print(f"flowsteer demo: error: {error}", file=sys.stderr)
+        return RUN_FAILED
 
 
 def _serve(argv: list[str]) -> int:
@@ -269,7 +281,13 @@ def _solve(argv: list[str]) -> int:
             raise
         print(f"flowsteer solve: not available in this build ({module_name} is missing)", file=sys.stderr)
         return USAGE_ERROR
-    return int(module.solve_main(argv))
+    from training.serve_director import DirectorServingError, serve_shipped_director
+
+    try:
+        return int(module.solve_main(argv, serve_director=serve_shipped_director))
+    except DirectorServingError as error:
+        print(f"flowsteer solve: error: {error}", file=sys.stderr)
+        return RUN_FAILED
 
 
 def _train(argv: list[str]) -> int:
@@ -400,8 +418,10 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
     if repeated:
         parser.error(f"--workflow files named {', '.join(repeated)} given more than once (reports name them by stem)")
     uses_policy = "policy" in names
-    if uses_policy and args.replay is None and not (args.policy_url and args.policy_model):
-        parser.error("--director policy needs --policy-url and --policy-model")
+    if uses_policy and args.replay is None and bool(args.policy_url) != bool(args.policy_model):
+        parser.error("--policy-url and --policy-model go together (leave both out to use the shipped director)")
+    if args.policy_serve and (args.policy_url or args.replay):
+        parser.error("--policy-serve serves the shipped director; drop it with --policy-url or --replay")
     if not uses_policy and (
         args.policy_url
         or args.policy_model
@@ -409,10 +429,11 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
         or args.policy_reask_tokens
         or args.policy_config
         or args.policy_temperature is not None
+        or args.policy_serve
     ):
         parser.error(
             "--policy-url/--policy-model/--policy-api-key-env/--policy-reask-tokens/--policy-config/"
-            "--policy-temperature are only used with --director policy"
+            "--policy-temperature/--policy-serve are only used with --director policy"
         )
     if args.policy_temperature is not None and args.policy_config is None:
         parser.error("--policy-temperature needs --policy-config (the rollout settings it overrides)")
@@ -454,7 +475,33 @@ async def _close_eval_resources(
         await server.aclose()
 
 
+def _serves_shipped(args: argparse.Namespace) -> bool:
+    """The policy director runs, and neither a server (--policy-url) nor a recording (--replay) answers it."""
+    return "policy" in (args.director or []) and args.replay is None and not args.policy_url
+
+
 async def _run_eval(args: argparse.Namespace) -> int:
+    """The evaluation; with the shipped director, served around it (docs/design/shipped-director.md)."""
+    if not _serves_shipped(args):
+        return await _evaluate(args, None)
+    from flowsteer_mcp.director.card import DirectorCardError, shipped_director
+    from training.serve_director import DirectorServingError, ShippedPolicy, serve_shipped_director
+
+    try:
+        shipped = shipped_director()
+    except DirectorCardError as error:
+        print(f"flowsteer eval: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        async with serve_shipped_director(shipped, args.policy_serve or "auto") as served:
+            print(f"policy: shipped director {shipped.card.name!r} ({served.via}, {served.url})", file=sys.stderr)
+            return await _evaluate(args, ShippedPolicy(shipped, served))
+    except DirectorServingError as error:
+        print(f"flowsteer eval: error: {error}", file=sys.stderr)
+        return RUN_FAILED
+
+
+async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> int:
     from flowsteer_mcp.canvas.observation import ObservationBuilder
     from flowsteer_mcp.executor import engine_with
     from flowsteer_mcp.server import ServerSettings, build_server
@@ -490,8 +537,8 @@ async def _run_eval(args: argparse.Namespace) -> int:
                 "drop --mcp-url or start that server with the same template"
             )
         policy = PolicyEndpoint(
-            url=args.policy_url,
-            model=args.policy_model,
+            url=shipped.served.url if shipped else args.policy_url,
+            model=shipped.served.model if shipped else args.policy_model,
             api_key_env=args.policy_api_key_env,
             seed=args.seed,
             record=args.record,
@@ -508,7 +555,9 @@ async def _run_eval(args: argparse.Namespace) -> int:
         return USAGE_ERROR
 
     policy_weights = None
-    if "policy" in names and args.replay is None:
+    if shipped is not None:
+        policy_weights = await anyio.to_thread.run_sync(shipped.director.identity)
+    elif "policy" in names and args.replay is None:
         key = os.environ.get(args.policy_api_key_env) if args.policy_api_key_env else None
         try:
             policy_weights = await served_weights(args.policy_url, args.policy_model, api_key=key)
@@ -549,8 +598,9 @@ async def _run_eval(args: argparse.Namespace) -> int:
         executor=f"{type(backend).__name__}:{backend.model}" if backend is not None else None,
         engine=engine_settings.model_dump(mode="json") if server is not None else None,
         mcp_url=args.mcp_url,
-        policy_url=args.policy_url,
-        policy_model=args.policy_model,
+        # the shipped director's loopback url changes every run; its name and weights identify it
+        policy_url=f"shipped:{shipped.director.card.name}" if shipped else args.policy_url,
+        policy_model=shipped.served.model if shipped else args.policy_model,
         policy_weights=policy_weights,
         policy_play=play.identity() if play is not None else None,
         record=str(args.record) if args.record else None,

@@ -1,18 +1,25 @@
-"""`flowsteer solve "TASK"`: one episode with a chosen director; prints the workflow, its trace and the answer."""
+"""`flowsteer solve "TASK"`: one episode with a chosen director; prints the workflow, its trace and the answer.
+
+`--director policy` without `--policy-url/--policy-model` plays the Flow-Director that ships with the install
+(flowsteer_mcp/director/card.py), served for this one episode by the `DirectorServing` function the caller
+passes (`flowsteer` passes the training layer's server launcher, which this package cannot import).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 
 import anyio
 from mcp import Client
 
 from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.director.card import DirectorCardError, shipped_director
 from flowsteer_mcp.director.episode import Director, EpisodeResult
 from flowsteer_mcp.director.generation import PolicySampling
+from flowsteer_mcp.director.served import SERVE_MODES, DirectorServing, ServedDirector
 
 
 def _director_name(name: str) -> str:
@@ -46,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--mcp-url", help="use a running flowsteer-mcp server instead of an in-process one")
     parser.add_argument("--policy-url", help="OpenAI-compatible base URL of the policy (policy director)")
     parser.add_argument("--policy-model", help="served model name of the policy")
+    parser.add_argument(
+        "--policy-serve",
+        choices=SERVE_MODES,
+        help="without --policy-url: serve the shipped director with vLLM, the local transformers server, or "
+        "whichever is available (auto, the default)",
+    )
     parser.add_argument("--max-rounds", type=int, default=20)
     parser.add_argument("--finish", choices=["paper", "relaxed"], default="paper")
     parser.add_argument("--thinking", choices=["on", "off", "unset"], default="unset")
@@ -79,7 +92,10 @@ def print_episode(result: EpisodeResult) -> None:
     print(result.answer if result.answer is not None else "(none)", file=out)
 
 
-async def solve(args: argparse.Namespace) -> EpisodeResult:
+async def solve(
+    args: argparse.Namespace, shipped: AbstractAsyncContextManager[ServedDirector] | None = None
+) -> EpisodeResult:
+    """One episode; `shipped` serves the shipped director while it plays (policy without --policy-url)."""
     from flowsteer_mcp.executor import build_executor
     from flowsteer_mcp.server import build_server
     from operators.registry import default_registry
@@ -91,42 +107,85 @@ async def solve(args: argparse.Namespace) -> EpisodeResult:
         public_tests=_text(args.public_tests),
     )
     registry = default_registry()
-    canvas_options = {"max_rounds": args.max_rounds, "finish": args.finish}
-    director: Director
+    async with AsyncExitStack() as stack:  # holds the shipped director's server, if one is started
+        director = await _director(args, stack, shipped)
+        connection: AbstractAsyncContextManager[Client]
+        if args.mcp_url:
+            connection = Client(args.mcp_url)
+        else:
+            executor = build_executor(registry, args.config)
+            connection = Client(build_server(registry=registry, executor=executor).mcp)
+        async with connection as client:
+            return await director.run(task, client)
+
+
+async def _director(
+    args: argparse.Namespace, stack: AsyncExitStack, shipped: AbstractAsyncContextManager[ServedDirector] | None
+) -> Director:
     if args.director == "direct":
         from flowsteer_mcp.director.direct import DirectDirector
         from operators.backends.factory import build_executor_backend
 
-        director = DirectDirector(build_executor_backend(args.config))
-    elif args.director == "template" or args.director.startswith("template:"):
+        return DirectDirector(build_executor_backend(args.config))
+    if args.director == "template" or args.director.startswith("template:"):
         from flowsteer_mcp.director.template import TemplateDirector
 
         named = args.director.removeprefix("template").removeprefix(":")
-        director = TemplateDirector(named or None)
-    else:
-        from flowsteer_mcp.director.policy import PolicyDirector
+        return TemplateDirector(named or None)
+    from flowsteer_mcp.director.policy import PolicyDirector
 
-        if not args.policy_url or not args.policy_model:
-            raise SystemExit("flowsteer solve: the policy director needs --policy-url and --policy-model")
-        thinking = {"on": True, "off": False, "unset": None}[args.thinking]
-        director = PolicyDirector.from_url(
-            args.policy_url,
-            args.policy_model,
-            sampling=PolicySampling(enable_thinking=thinking),
-            canvas_options=canvas_options,
+    url, model = args.policy_url, args.policy_model
+    if not url:
+        if shipped is None:
+            raise ValueError("the policy director needs --policy-url/--policy-model or a shipped director to serve")
+        served = await stack.enter_async_context(shipped)
+        shared = f"; base model {served.base_model!r} at the same url" if served.base_model else ""
+        print(
+            f"policy: shipped director served by {served.via} at {served.url} as {served.model!r}{shared}",
+            file=sys.stderr,
         )
-    connection: AbstractAsyncContextManager[Client]
-    if args.mcp_url:
-        connection = Client(args.mcp_url)
-    else:
-        executor = build_executor(registry, args.config)
-        connection = Client(build_server(registry=registry, executor=executor).mcp)
-    async with connection as client:
-        return await director.run(task, client)
+        url, model = served.url, served.model
+    thinking = {"on": True, "off": False, "unset": None}[args.thinking]
+    return PolicyDirector.from_url(
+        url,
+        model,
+        sampling=PolicySampling(enable_thinking=thinking),
+        canvas_options={"max_rounds": args.max_rounds, "finish": args.finish},
+    )
 
 
-def solve_main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    result = anyio.run(solve, args)
+def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if bool(args.policy_url) != bool(args.policy_model):
+        parser.error("--policy-url and --policy-model go together (leave both out to use the shipped director)")
+    if args.policy_serve and args.policy_url:
+        parser.error("--policy-serve serves the shipped director; it cannot be combined with --policy-url")
+    if args.director != "policy" and args.policy_serve:
+        parser.error("--policy-serve is only used with --director policy")
+
+
+def solve_main(argv: list[str], serve_director: DirectorServing | None = None) -> int:
+    """`serve_director` serves the shipped director when `--director policy` comes without `--policy-url`."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check_arguments(parser, args)
+    shipped = None
+    if args.director == "policy" and not args.policy_url:
+        try:
+            director = shipped_director()
+        except DirectorCardError as error:
+            print(f"flowsteer solve: error: {error}", file=sys.stderr)
+            return 2
+        if serve_director is None:
+            print(
+                "flowsteer solve: error: this entry point cannot serve the shipped director; run `flowsteer solve` "
+                "or pass --policy-url/--policy-model",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"policy: the shipped director {director.card.name!r} (LoRA on {director.card.base_model})", file=sys.stderr
+        )
+        shipped = serve_director(director, args.policy_serve or "auto")
+    result = anyio.run(solve, args, shipped)
     print_episode(result)
     return 0 if result.answer is not None else 1

@@ -65,6 +65,10 @@ class LocalBackend:
     intra-op threads for the whole process when the model loads. `max_batch_size=1` disables batching,
     which makes every greedy answer independent of what else is in flight (left padding can change
     low-order bits in bf16; in fp32 batched and solo answers matched in our tests).
+
+    `adapter` is a PEFT LoRA folder (a trained Flow-Director) applied on top of the model at load time and
+    merged into its weights: generation then costs what the base model's does, and no second copy of the
+    weights is kept. It needs `peft`.
     """
 
     def __init__(
@@ -76,6 +80,7 @@ class LocalBackend:
         num_threads: int | None = None,
         defaults: SamplingParams | None = None,
         max_batch_size: int = 4,
+        adapter: Path | None = None,
     ) -> None:
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
@@ -83,7 +88,14 @@ class LocalBackend:
             raise ValueError("max_batch_size must be at least 1")
         self._path = resolve_model(model, home=home)
         self._name = self._path.name
+        self._adapter = adapter
+        if adapter is not None and not (adapter / "adapter_config.json").is_file():
+            raise BackendError(f"{adapter} is not a PEFT adapter folder (no adapter_config.json)")
         self._fingerprint = folder_fingerprint(self._path)
+        if adapter is not None:
+            self._fingerprint = hashlib.sha256(
+                f"{self._fingerprint}+{folder_fingerprint(adapter)}".encode()
+            ).hexdigest()
         self._dtype_name = resolve_dtype(dtype)
         self._num_threads = num_threads
         self._defaults = defaults or SamplingParams()
@@ -107,6 +119,10 @@ class LocalBackend:
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def adapter(self) -> Path | None:
+        return self._adapter
 
     def cache_key(self) -> str:
         sampling = hashlib.sha256(self._defaults.model_dump_json().encode()).hexdigest()[:12]
@@ -224,6 +240,8 @@ class LocalBackend:
             model = AutoModelForCausalLM.from_pretrained(
                 self._path, dtype=getattr(torch, self._dtype_name), local_files_only=True
             )
+            if self._adapter is not None:
+                model = _with_adapter(model, self._adapter)
         model.eval()
         if not tokenizer.chat_template:
             log.warning("local_model_without_chat_template", model=self._name, using="ChatML")
@@ -242,6 +260,7 @@ class LocalBackend:
         log.info(
             "local_model_loaded",
             model=self._name,
+            adapter=str(self._adapter) if self._adapter is not None else None,
             dtype=self._dtype_name,
             threads=torch.get_num_threads(),
             seconds=round(time.monotonic() - started, 2),
@@ -355,3 +374,16 @@ class LocalBackend:
             seconds=round(seconds, 3),
             tokens_per_s=round(new_tokens / seconds, 1) if seconds > 0 else None,
         )
+
+
+def _with_adapter(model: Any, adapter: Path) -> Any:
+    """`model` with the LoRA adapter in `adapter` merged into its weights (no PEFT wrapper left at generation)."""
+    try:
+        from peft import PeftModel
+    except ImportError as error:
+        raise BackendError(f"serving the adapter {adapter} needs peft: pip install 'flowsteer-mcp[local]'") from error
+    try:
+        wrapped = PeftModel.from_pretrained(model, adapter, is_trainable=False)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        raise BackendError(f"cannot apply the adapter {adapter} to the model: {error}") from error
+    return wrapped.merge_and_unload()

@@ -3,6 +3,10 @@
 For running a small policy (or executor) out of process on machines without vLLM: `/v1/models` and
 `/v1/chat/completions` (non-streaming) with usage. Token ids and log-probs are not returned (use vLLM for
 training rollouts). Binds to loopback by default.
+
+`--adapter DIR` serves a PEFT LoRA adapter (a trained Flow-Director) merged onto the model, under the served
+name. The weights are loaded before the port opens, so a client that sees `/v1/models` answer can be served at
+once (the shipped director's launcher waits for exactly that).
 """
 
 from __future__ import annotations
@@ -10,8 +14,10 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
+import anyio
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
@@ -40,8 +46,12 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def build_app(backend: LocalBackend, served_name: str, *, default_max_tokens: int = 512) -> Starlette:
+    card: dict[str, Any] = {"id": served_name, "object": "model", "owned_by": "local"}
+    if backend.adapter is not None:  # as vLLM describes a LoRA module: the adapter's folder over its base model
+        card.update(root=str(backend.adapter), parent=backend.model)
+
     async def models(_: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": served_name, "object": "model", "owned_by": "local"}]})
+        return JSONResponse({"object": "list", "data": [card]})
 
     async def chat(request: Request) -> JSONResponse:
         try:
@@ -92,8 +102,11 @@ def cli_serve(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--served-name", help="model name clients use (default: NAME)")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--adapter", type=Path, help="a PEFT LoRA adapter folder to serve on top of the model")
+    parser.add_argument("--num-threads", type=int, help="torch intra-op threads (default: torch's)")
     args = parser.parse_args(argv)
-    backend = LocalBackend(args.name, dtype=args.dtype)
+    backend = LocalBackend(args.name, dtype=args.dtype, adapter=args.adapter, num_threads=args.num_threads)
+    anyio.run(backend.load)  # before the port opens: an answering server is a loaded one
     app = build_app(backend, args.served_name or args.name)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

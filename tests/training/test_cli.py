@@ -82,7 +82,21 @@ def test_top_level_help_and_missing_command(capsys: pytest.CaptureFixture[str]) 
         (["--director", "direct", "--concurrency", "0"], "must be at least 1"),
         (["--director", "direct", "--limit", "many"], "expected a whole number"),
         (["--director", "direct", "--director", "direct"], "--director direct given more than once"),
-        (["--director", "policy"], "needs --policy-url and --policy-model"),
+        (["--director", "policy", "--policy-url", "http://127.0.0.1:1/v1"], "--policy-model go together"),
+        (
+            [
+                "--director",
+                "policy",
+                "--policy-url",
+                "http://127.0.0.1:1/v1",
+                "--policy-model",
+                "m",
+                "--policy-serve",
+                "local",
+            ],
+            "drop it with --policy-url",
+        ),
+        (["--director", "direct", "--policy-serve", "local"], "only used with --director policy"),
         (["--director", "direct", "--policy-url", "http://127.0.0.1:1/v1"], "only used with --director policy"),
         (["--director", "direct", "--record", "a", "--replay", "b"], "not allowed with argument"),
         (["--director", "template", "--mcp-url", "http://127.0.0.1:1/mcp", "--record", "a"], "drop --mcp-url"),
@@ -144,8 +158,9 @@ def test_solve_is_delegated_with_its_arguments(monkeypatch: pytest.MonkeyPatch) 
     received: list[list[str]] = []
     stand_in = types.ModuleType("flowsteer_mcp.director.solve")
 
-    def solve_main(argv: list[str]) -> int:  # test double for the real solve command
+    def solve_main(argv: list[str], serve_director: object = None) -> int:  # test double for the real command
         received.append(argv)
+        assert serve_director is not None  # flowsteer solve can serve the shipped director
         return 0
 
     stand_in.solve_main = solve_main  # type: ignore[attr-defined]

@@ -160,8 +160,10 @@ class VLLMServer:
         log_file: IO[bytes] | None = None,
         served_name: str | None = None,
         request_timeout_s: float = 10.0,
+        label: str = "vLLM server",
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.label = label  # how errors name the server (`launch` also runs servers that are not vLLM)
         self.served_name = served_name
         self.process = process
         self._log_file = log_file
@@ -218,13 +220,44 @@ class VLLMServer:
             max_model_len=max_model_len,
             extra_args=extra_args,
         )
-        log_file: IO[bytes] = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()  # noqa: SIM115 - owned by the server object
         log.info("vllm_server_starting", model=str(model_path), served_name=served_name, port=port, python=command[0])
+        return cls.launch(
+            command,
+            host=host,
+            port=port,
+            served_name=served_name,
+            env=env,
+            log_path=log_path,
+            ready_timeout_s=ready_timeout_s,
+            wait=wait,
+        )
+
+    @classmethod
+    def launch(
+        cls,
+        command: Sequence[str],
+        *,
+        host: str,
+        port: int,
+        served_name: str,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+        wait: bool = True,
+        label: str = "vLLM server",
+    ) -> VLLMServer:
+        """Run `command`, an OpenAI-compatible server that will listen on `host:port`, as a child this object owns.
+
+        `start` builds vLLM's command; other servers of the same protocol (the local transformers server that
+        serves the shipped director without vLLM) reuse the lifecycle: own process group, readiness on
+        `/v1/models` naming `served_name`, the log tail in every error, `stop()` by PID.
+        """
+        log_file: IO[bytes] = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()  # noqa: SIM115 - owned by the server object
         started = time.monotonic()
         try:
             # Own session: the API server forks an engine-core process; a group of our own lets stop() reap both.
             process = subprocess.Popen(
-                command,
+                list(command),
                 env=server_env(env),
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
@@ -235,7 +268,7 @@ class VLLMServer:
         except OSError as error:
             log_file.close()
             raise VLLMServerError(f"cannot run {command[0]}: {error}") from error
-        server = cls(f"http://{host}:{port}", process=process, log_file=log_file, served_name=served_name)
+        server = cls(f"http://{host}:{port}", process=process, log_file=log_file, served_name=served_name, label=label)
         server._launched_at = started
         server._ready_timeout_s = ready_timeout_s
         return server.wait_ready() if wait else server
@@ -265,7 +298,7 @@ class VLLMServer:
         try:
             response = httpx.get(f"{self.base_url}/v1/models", timeout=self._request_timeout_s)
         except httpx.HTTPError as error:
-            raise VLLMServerError(f"cannot reach vLLM at {self.base_url}: {error}") from error
+            raise VLLMServerError(f"cannot reach {self.label} at {self.base_url}: {error}") from error
         if response.status_code != 200:
             raise VLLMServerError(f"GET /v1/models answered {response.status_code}: {response.text[:300]}")
         return served_model_ids(response.json())
@@ -356,7 +389,9 @@ class _ReadinessProbe:
     def ready(self) -> bool:
         code = self.process.poll()
         if code is not None:
-            raise VLLMServerError(f"vLLM server exited with code {code} before it was ready:\n{self.server.log_tail()}")
+            raise VLLMServerError(
+                f"{self.server.label} exited with code {code} before it was ready:\n{self.server.log_tail()}"
+            )
         try:
             names = self.server.models()
         except VLLMServerError as problem:
@@ -367,7 +402,7 @@ class _ReadinessProbe:
             self.last_problem = f"serves {names}, not {self.server.served_name!r}"
         if time.monotonic() >= self.deadline:
             raise VLLMServerError(
-                f"vLLM server not ready within {self.timeout_s:.0f}s ({self.last_problem}); "
+                f"{self.server.label} not ready within {self.timeout_s:.0f}s ({self.last_problem}); "
                 f"log tail:\n{self.server.log_tail()}"
             )
         return False

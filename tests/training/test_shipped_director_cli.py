@@ -1,0 +1,127 @@
+"""`flowsteer solve|eval --director policy` without --policy-url play the shipped director (here: a test folder).
+
+The solve test serves a real, randomly initialised (UNTRAINED) LoRA adapter on smollm2-135m-instruct through the
+local path; the eval test swaps the server for an OpenAI stub so that it checks the wiring and what is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, DIRECTOR_DIR_ENV, ShippedDirector
+from flowsteer_mcp.director.served import ServedDirector, ServeMode
+from tests.support.openai_stub import OpenAIStub, StubReply
+from tests.support.shipped_director import SMALL_MODEL, fake_director, random_lora_director, requires_small_model
+from training import serve_director
+from training.cli import main
+
+pytestmark = pytest.mark.usefixtures("no_cli_logging_setup")
+
+SCRIPTED_CONFIG = """
+[executor]
+model = "script"
+
+[models.script]
+backend = "scripted"
+default_reply = "Final answer: 42"
+"""
+
+
+@pytest.fixture
+def executor_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for variable in ("FLOWSTEER_CONFIG", "FLOWSTEER_EXECUTOR_MODEL", "FLOWSTEER_EXECUTOR_BACKEND"):
+        monkeypatch.delenv(variable, raising=False)
+    config = tmp_path / "executor.toml"
+    config.write_text(SCRIPTED_CONFIG, encoding="utf-8")
+    return config
+
+
+def test_solve_and_eval_explain_that_no_director_ships(
+    tmp_path: Path, executor_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(tmp_path / "none"))
+    assert main(["solve", "What is 6*7?", "--director", "policy", "--config", str(executor_config)]) == 2
+    assert "no Flow-Director ships with this install" in capsys.readouterr().err
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"id": "t/1", "source": "gsm8k", "problem": "1+1?", "ground_truth": "2"}) + "\n")
+    args = ["eval", "--data", str(data), "--director", "policy", "--config", str(executor_config), "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    assert "no Flow-Director ships with this install" in capsys.readouterr().err
+
+
+def test_solve_refuses_policy_serve_with_an_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["solve", "x", "--director", "policy", "--policy-url", "http://127.0.0.1:1/v1", "--policy-model", "m"]
+    assert main([*argv, "--policy-serve", "local"]) == 2
+    assert "cannot be combined with --policy-url" in capsys.readouterr().err
+    assert main(["solve", "x", "--director", "policy", "--policy-url", "http://127.0.0.1:1/v1"]) == 2
+    assert "go together" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@requires_small_model
+def test_solve_plays_the_shipped_director_served_locally(
+    tmp_path: Path, executor_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = random_lora_director(tmp_path / "director")
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(folder))
+    served: list[ServedDirector] = []
+    serve = serve_director.serve_shipped_director
+
+    @asynccontextmanager
+    async def one_thread(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+        async with serve(shipped, mode, dtype="float32", num_threads=1) as endpoint:  # a busy 2-core machine
+            served.append(endpoint)
+            yield endpoint
+
+    monkeypatch.setattr(serve_director, "serve_shipped_director", one_thread)
+    argv = ["solve", "What is 6*7?", "--task-type", "math", "--director", "policy", "--policy-serve", "local"]
+    code = main([*argv, "--config", str(executor_config), "--max-rounds", "1"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err  # 1: the untrained adapter built nothing that answers
+    assert "policy: the shipped director 'test-director' (LoRA on smollm2-135m-instruct)" in err
+    assert f"policy: shipped director served by local at {served[0].url} as '{ADAPTER_SERVED_NAME}'" in err
+    assert "director: policy" in out and "turns: 1" in out  # one real turn of the served adapter
+
+
+def _policy_reply(body: dict[str, Any]) -> StubReply:
+    messages = body["messages"]
+    if messages[0]["role"] != "system":
+        return StubReply(content="Answer with the final number only.")
+    if "Custom" in messages[-1]["content"].split("Current workflow")[-1]:
+        return StubReply(content="<action>finish</action>")
+    return StubReply(content="<action>add</action><operator>Custom</operator>")
+
+
+def test_eval_serves_the_shipped_director_and_records_its_identity(
+    tmp_path: Path, executor_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shipped_folder = fake_director(tmp_path / "director")
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(shipped_folder))
+    served_modes: list[str] = []
+
+    with OpenAIStub(responder=_policy_reply, served_models=[ADAPTER_SERVED_NAME]) as stub:
+
+        @asynccontextmanager
+        async def stub_serving(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+            served_modes.append(mode)
+            yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
+
+        monkeypatch.setattr(serve_director, "serve_shipped_director", stub_serving)
+        data = tmp_path / "data.jsonl"
+        data.write_text(json.dumps({"id": "t/1", "source": "gsm8k", "problem": "6*7?", "ground_truth": "42"}) + "\n")
+        out = tmp_path / "out"
+        args = ["eval", "--data", str(data), "--director", "policy", "--config", str(executor_config)]
+        code = main([*args, "--policy-serve", "local", "--no-progress", "--out", str(out)])
+        assert code == 0, capsys.readouterr().err
+        assert stub.chat_requests
+    assert served_modes == ["local"]
+    config = json.loads((out / "report.json").read_text(encoding="utf-8"))["config"]
+    assert config["policy_url"] == "shipped:test-director"  # not the loopback url, which changes every run
+    assert config["policy_model"] == ADAPTER_SERVED_NAME
+    assert config["policy_weights"].startswith(f"{SMALL_MODEL} + test-director@sha256:")
