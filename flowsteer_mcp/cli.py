@@ -16,6 +16,8 @@ from flowsteer_mcp.logs import configure_logging
 if TYPE_CHECKING:
     from pydantic import SecretStr, ValidationError
 
+    from flowsteer_mcp.director.served import DirectorServing
+
 
 def _server_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -71,6 +73,17 @@ def _server_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--read-only", action="store_true", help="offer only the read-only tools (get_workflow, list_*, export...)"
+    )
+    director = parser.add_argument_group("Flow-Director (solve with director='policy')")
+    director.add_argument("--policy-url", metavar="URL", help="OpenAI-compatible base URL of a running policy server")
+    director.add_argument("--policy-model", metavar="NAME", help="the model name that server serves the policy as")
+    director.add_argument(
+        "--serve-director",
+        nargs="?",
+        const="auto",
+        choices=["auto", "vllm", "local"],
+        help="serve the shipped director from startup to shutdown (vLLM, the local server, or auto); "
+        "`flowsteer serve` only",
     )
     parser.add_argument("--max-workflows", type=int, default=1000)
     parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
@@ -197,7 +210,9 @@ def view_main(argv: list[str]) -> int:
     return 0
 
 
-def mcp_main(argv: list[str] | None = None) -> int:
+def mcp_main(argv: list[str] | None = None, serve_director: DirectorServing | None = None) -> int:
+    """The server command; `serve_director` (passed by `flowsteer serve`) serves the shipped director on
+    `--serve-director`, which `flowsteer-mcp` alone cannot (the model servers live in the training layer)."""
     from pydantic import ValidationError
 
     from flowsteer_mcp.canvas.execution import NoExecutor
@@ -225,11 +240,14 @@ def mcp_main(argv: list[str] | None = None) -> int:
             oauth=_oauth_settings(args),
             tools=_tool_names(args.tools),
             read_only=args.read_only,
+            policy_url=args.policy_url,
+            policy_model=args.policy_model,
+            serve_director=args.serve_director,
             **({} if args.persistent_ttl is None else {"persistent_ttl_s": args.persistent_ttl or None}),
         )
         registry = default_registry()
         executor = NoExecutor() if args.no_executor else build_executor(registry, args.config)
-        server = build_server(settings, registry=registry, executor=executor)
+        server = build_server(settings, registry=registry, executor=executor, serve_director=serve_director)
     except ValidationError as error:
         print(f"flowsteer-mcp: {_settings_problem(error)}", file=sys.stderr)
         return 2

@@ -268,8 +268,9 @@ def _demo(argv: list[str]) -> int:
 
 def _serve(argv: list[str]) -> int:
     from flowsteer_mcp.cli import mcp_main
+    from training.serve_director import serve_shipped_director
 
-    return mcp_main(argv)
+    return mcp_main(argv, serve_director=serve_shipped_director)  # --serve-director serves the shipped director
 
 
 def _solve(argv: list[str]) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from flowsteer_mcp.director.episode import EpisodeResult
-from flowsteer_mcp.director.link import CanvasLink
+from flowsteer_mcp.director.link import CanvasCalls
 
 
-async def collect(link: CanvasLink, workflow_id: str, result: EpisodeResult) -> EpisodeResult:
+async def collect(link: CanvasCalls, workflow_id: str, result: EpisodeResult) -> EpisodeResult:
     detail = await link.call("get_workflow", workflow_id=workflow_id)
     end: dict[str, Any] = detail.get("end") or {}
     state = detail["state"]

@@ -1,8 +1,13 @@
-"""A thin typed wrapper over an MCP client for the canvas tools: structured results or a clear error."""
+"""A thin typed wrapper over an MCP client for the canvas tools: structured results or a clear error.
+
+`CanvasCalls` is what a director needs of it; the server's `solve` tool passes an in-process implementation
+(flowsteer_mcp/server/policy.py) so the policy director drives the server's own canvas without a second MCP
+connection.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from mcp import Client
 
@@ -12,6 +17,14 @@ from flowsteer_mcp.errors import FlowSteerError
 
 class CanvasCallError(FlowSteerError, RuntimeError):
     """A canvas tool answered with an error (the message is the server's actionable text)."""
+
+
+class CanvasCalls(Protocol):
+    """The canvas tools a director calls, by name, with their structured (JSON) results."""
+
+    async def call(self, tool: str, **arguments: Any) -> dict[str, Any]: ...
+
+    async def create(self, task: TaskSpec, options: dict[str, Any] | None = None) -> dict[str, Any]: ...
 
 
 class CanvasLink:

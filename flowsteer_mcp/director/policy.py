@@ -22,7 +22,7 @@ from flowsteer_mcp.canvas.step import StateView
 from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
 from flowsteer_mcp.director.finalize import add_usage, collect
 from flowsteer_mcp.director.generation import Generation, PolicySampling, generate
-from flowsteer_mcp.director.link import CanvasCallError, CanvasLink
+from flowsteer_mcp.director.link import CanvasCallError, CanvasCalls, CanvasLink
 from operators.parsing import UnclosedThinkError, strip_think
 from operators.registry import OperatorRegistry, default_registry
 
@@ -91,8 +91,11 @@ class PolicyDirector:
         )
 
     async def run(self, task: TaskSpec, client: Client) -> EpisodeResult:
+        return await self.drive(task, CanvasLink(client))
+
+    async def drive(self, task: TaskSpec, link: CanvasCalls) -> EpisodeResult:
+        """One episode through `link`: an MCP client's (`run`) or a server's own canvas, in process."""
         started = time.monotonic()
-        link = CanvasLink(client)
         result = EpisodeResult(director=self.name, task=task)
         try:
             created = await link.create(task, self.canvas_options or None)
@@ -117,7 +120,7 @@ class PolicyDirector:
 
     async def _round(
         self,
-        link: CanvasLink,
+        link: CanvasCalls,
         workflow_id: str,
         task: TaskSpec,
         state: StateView,

@@ -13,6 +13,8 @@ stdio loop, once per connection of an in-memory client.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from mcp.server import MCPServer
@@ -23,12 +25,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from flowsteer_mcp import __version__
 from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
 from flowsteer_mcp.canvas.observation import ObservationBuilder
+from flowsteer_mcp.director.served import DirectorServing
 from flowsteer_mcp.server.auth import BearerTokenMiddleware
 from flowsteer_mcp.server.errors import ToolArguments, ToolCallErrors
 from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.server.job_tools import register_job_tools
 from flowsteer_mcp.server.jobs import JobBoard
 from flowsteer_mcp.server.library import register_library
+from flowsteer_mcp.server.policy import PolicySource
 from flowsteer_mcp.server.resources import register_resources
 from flowsteer_mcp.server.settings import ServerSettings
 from flowsteer_mcp.server.solve import register_solve
@@ -77,6 +81,7 @@ class FlowSteerServer:
     bench: Workbench
     settings: ServerSettings
     jobs: JobBoard
+    policy: PolicySource  # where solve(director="policy") finds its Flow-Director
 
     def http_app(self) -> ASGIApp:
         """The streamable-HTTP ASGI app and the viewer at `/view/` beside it, behind the Host/Origin policy (Origin
@@ -127,8 +132,12 @@ def build_server(
     executor: WorkflowExecutor | None = None,
     store: WorkflowStore | None = None,
     observer: ObservationBuilder | None = None,
+    serve_director: DirectorServing | None = None,
 ) -> FlowSteerServer:
+    """The server. `serve_director` serves the shipped director when the settings ask for it (`--serve-director`);
+    raises ValueError (a DirectorCardError among them) when they ask and it cannot be done."""
     settings = settings or ServerSettings()
+    policy = PolicySource.from_settings(settings, serve_director)
     registry = registry or default_registry()
     bench = Workbench(
         store or open_store(settings.store),
@@ -146,17 +155,24 @@ def build_server(
         version=__version__,
         instructions=INSTRUCTIONS,
         subscriptions=(bus := InMemorySubscriptionBus()),  # what 2026-07-28 `subscriptions/listen` delivers
-        lifespan=lambda _: jobs.serving(),  # entered once by the HTTP app and the stdio loop, per in-memory client
+        lifespan=lambda _: _lifespan(jobs, policy),  # once by the HTTP app and the stdio loop, per in-memory client
     )
     arguments = ToolArguments()
     server.middleware.append(ToolCallErrors(server, arguments))
     kit = ToolKit(server, bench, jobs, settings, observer, arguments)
     register_tools(kit)
     register_library(kit)
-    register_solve(kit)
+    register_solve(kit, policy)
     register_job_tools(kit)
     kit.check_tool_filter()
     register_tasks(server, jobs, arguments)
     register_resources(server, bench, observer)
     register_subscriptions(server, bench, bus)
-    return FlowSteerServer(mcp=server, bench=bench, settings=settings, jobs=jobs)
+    return FlowSteerServer(mcp=server, bench=bench, settings=settings, jobs=jobs, policy=policy)
+
+
+@asynccontextmanager
+async def _lifespan(jobs: JobBoard, policy: PolicySource) -> AsyncIterator[None]:
+    """The job group, and the shipped director served in the background when the server serves it."""
+    async with jobs.serving(), policy.running():
+        yield

@@ -6,6 +6,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flowsteer_mcp.canvas.options import CanvasLimits
+from flowsteer_mcp.director.served import ServeMode
 from flowsteer_mcp.server.arguments import MAX_IMPORT_CHARS, MAX_TASK_CHARS, limits_over_caps
 from flowsteer_mcp.server.auth import token_problem
 from flowsteer_mcp.server.host_policy import allowed_host_name, allowed_origin, canonical_name, is_loopback_name
@@ -32,6 +33,11 @@ class ServerSettings(BaseModel):
     # which tools are offered: for clients that cap the tool count, or a server meant only for reading
     tools: list[str] | None = Field(default=None, max_length=100)  # an allow-list of tool names; None: all
     read_only: bool = False  # offer only the tools whose annotation says readOnlyHint
+    # solve(director="policy"): a running OpenAI-compatible endpoint serving a Flow-Director (the operator starts
+    # it), or the shipped director served by the server itself from startup to shutdown (server/policy.py)
+    policy_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    policy_model: str | None = Field(default=None, min_length=1)
+    serve_director: ServeMode | None = None
     # HTTP transport
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
@@ -78,6 +84,16 @@ class ServerSettings(BaseModel):
         if self.token is not None and self.oauth is not None:
             raise ValueError(
                 "a bearer token (FLOWSTEER_MCP_TOKEN) and OAuth (--oauth-issuer) exclude each other: use one of them"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_policy_source(self) -> ServerSettings:
+        if (self.policy_url is None) != (self.policy_model is None):
+            raise ValueError("--policy-url and --policy-model go together: the endpoint and the model it serves")
+        if self.policy_url is not None and self.serve_director is not None:
+            raise ValueError(
+                "--serve-director serves the shipped director; it cannot be combined with --policy-url (pick one)"
             )
         return self
 

@@ -7,8 +7,13 @@ published measurements, so the caller knows what accuracy and cost to expect. Th
 canvas (`workflow_id`): get_workflow shows it whole, and an assistant can keep editing it in a new episode.
 
 It is as long as the run: call it through `start_job` or as an MCP task when the client times out early.
-A learned Flow-Director is not offered here until the package ships one (issue "A Flow-Director worth
-deploying"); `director` is "library" for now and says so in every result.
+
+`director="policy"` lets a learned Flow-Director design the workflow instead: the policy endpoint the server
+was started with (server/policy.py) drives a fresh canvas turn by turn, through the same `act` the tool offers,
+until it finishes or runs out of rounds, and the result has the same shape plus the director's turns and
+tokens. One tool with a `director` argument rather than a second tool: the same question (a task in, an answer
+out), the same result, job/task wrapping, annotations and tool filters, and one tool fewer for clients that cap
+the tool count. Without a configured policy the call is refused with the flag to pass, and changes nothing.
 """
 
 from __future__ import annotations
@@ -16,20 +21,29 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from openai import AsyncOpenAI
 from pydantic import BaseModel, Field
 
 from flowsteer_mcp.canvas.execution import NodeTrace
-from flowsteer_mcp.canvas.options import CanvasOptions
+from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState
 from flowsteer_mcp.canvas.text import clip
+from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.measured import Measurement, measurements_of
+from flowsteer_mcp.director.policy import PolicyDirector
 from flowsteer_mcp.server.arguments import EntryPoint, Name, PublicTests, TaskText
+from flowsteer_mcp.server.policy import KitLink, PolicySource
+from flowsteer_mcp.server.results import WorkflowOptionsInput
 from flowsteer_mcp.server.toolkit import DESTRUCTIVE_AND_RUNS, TaskTypeInput, ToolKit
 from flowsteer_mcp.server.tools import library_entry
 
 TRACE_TEXT_CHARS = 200
 # Built without per-step runs; finish is the one round used and makes the one run (the spare round is slack).
 SOLVE_ROUNDS = 2
+# The policy's canvas: the round budget of `flowsteer solve`, and the relaxed gate of the library path and of
+# `make demo DIRECTOR=policy` (the director decides when the workflow is done).
+POLICY_OPTIONS = WorkflowOptionsInput(max_rounds=20, finish="relaxed")
 
 
 class TraceRow(BaseModel):
@@ -48,15 +62,16 @@ class TraceRow(BaseModel):
 class Usage(BaseModel):
     llm_calls: int = Field(description="executor requests of the run")
     tokens: int = Field(description="executor tokens of the run (prompt + completion)")
-    duration_s: float = Field(description="wall time of the run")
+    duration_s: float = Field(description="wall time of the run (policy: of the whole episode)")
+    director_tokens: int = Field(default=0, description="policy: the Flow-Director's own tokens (prompt + completion)")
 
 
 class SolveResult(BaseModel):
     workflow_id: str = Field(description="the workflow on the canvas: get_workflow shows it, with the full trace")
-    director: Literal["library"] = Field(
-        description="who built the workflow: the measured library (a learned Flow-Director is not shipped yet)"
+    director: Literal["library", "policy"] = Field(
+        description="who built the workflow: the measured library, or the server's Flow-Director policy"
     )
-    workflow: str = Field(description="the library workflow's name")
+    workflow: str = Field(description="the library workflow's name; policy: the policy's served model name")
     dsl: str = Field(description="the workflow that ran")
     task_type: str = Field(description="math, code, qa or general")
     answer: str | None = Field(description="the final answer (a program for code tasks); null when the run gave none")
@@ -64,7 +79,10 @@ class SolveResult(BaseModel):
     error: str | None = Field(description="what went wrong, when something did")
     usage: Usage
     trace: list[TraceRow] = Field(description="one row per operator call, in execution order")
-    measured: list[Measurement] = Field(description="this workflow's published measurements (what to expect)")
+    measured: list[Measurement] = Field(
+        description="this workflow's published measurements (what to expect); empty for a policy's workflow"
+    )
+    turns: int | None = Field(default=None, description="policy: the director's turns (rounds used); null otherwise")
 
 
 def trace_rows(trace: list[NodeTrace]) -> list[TraceRow]:
@@ -85,7 +103,45 @@ def trace_rows(trace: list[NodeTrace]) -> list[TraceRow]:
     ]
 
 
-def register_solve(kit: ToolKit) -> None:
+async def _policy_solve(kit: ToolKit, policy: PolicySource, spec: TaskSpec, ctx: Context) -> SolveResult:
+    endpoint = policy.endpoint()  # refused before anything is created when no policy is configured
+    options = kit.options_from(POLICY_OPTIONS)
+    link = KitLink(kit, ctx, options)
+    async with AsyncOpenAI(base_url=endpoint.url, api_key="not-needed", max_retries=2) as client:
+        director = PolicyDirector(
+            client, endpoint.model, sampling=PolicySampling(), observer=kit.observer, registry=kit.registry
+        )
+        episode = await director.drive(spec, link)
+    if link.workflow_id is None:  # the canvas was never created: nothing to report but the reason
+        raise ToolError(episode.error or "the Flow-Director's workflow could not be created")
+    async with kit.opened(link.workflow_id, write=False) as canvas:
+        report = canvas.state.last_execution
+    return SolveResult(
+        workflow_id=link.workflow_id,
+        director="policy",
+        workflow=endpoint.model,
+        dsl=episode.dsl,
+        task_type=spec.task_type,
+        answer=episode.answer,
+        status=report.status if report is not None else "failed",
+        error=episode.error
+        or (report.error if report is not None else "the Flow-Director ended without a workflow that ran"),
+        usage=Usage(
+            llm_calls=episode.llm_calls,
+            tokens=episode.tokens,
+            duration_s=round(episode.wall_s, 3),
+            director_tokens=episode.policy_tokens,
+        ),
+        trace=trace_rows(report.trace) if report is not None else [],
+        measured=[],
+        turns=episode.turns,
+    )
+
+
+def register_solve(kit: ToolKit, policy: PolicySource | None = None) -> None:
+    """`solve`; `policy` is where director='policy' finds its endpoint (none: such calls are refused)."""
+    policy = policy or PolicySource()
+
     @kit.tool("Solve a task (library workflow, one call)", DESTRUCTIVE_AND_RUNS)
     async def solve(
         task: Annotated[TaskText, Field(description="the problem to solve")],
@@ -98,11 +154,23 @@ def register_solve(kit: ToolKit) -> None:
         workflow: Annotated[
             Name | None, Field(description="a library workflow (list_library); omitted: the task type's default")
         ] = None,
+        director: Annotated[
+            Literal["library", "policy"],
+            Field(
+                description="library: the measured library workflow; policy: the server's Flow-Director designs "
+                "the workflow turn by turn (needs a server started with --policy-url or --serve-director)"
+            ),
+        ] = "library",
     ) -> SolveResult:
-        """Solve a task in one call: build the task type's best measured workflow (or the named one), run it,
-        and return the answer with the workflow, a trace summary, usage and the workflow's measurements.
+        """Solve a task in one call: build the task type's best measured workflow (or the named one; or, with
+        director='policy', let the server's Flow-Director design one), run it, and return the answer with the
+        workflow, a trace summary, usage and the workflow's measurements.
         Takes as long as the run: use start_job or an MCP task if your client times out early."""
         spec = kit.task_from(task, task_type, entry_point, public_tests)
+        if director == "policy":
+            if workflow is not None:
+                raise ToolError("workflow names a library workflow; leave it out with director='policy'.")
+            return await _policy_solve(kit, policy, spec, ctx)
         entry = library_entry(spec.task_type, workflow or "default")
         options = CanvasOptions(
             finish="relaxed", execute_each_step=False, max_rounds=SOLVE_ROUNDS, limits=kit.settings.limits

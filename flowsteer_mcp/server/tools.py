@@ -77,7 +77,7 @@ def register_tools(kit: ToolKit) -> None:
     _register_views(kit)
 
 
-def _step(workflow_id: str, result: StepResult) -> WorkflowStep:
+def step_of(workflow_id: str, result: StepResult) -> WorkflowStep:
     return WorkflowStep(workflow_id=workflow_id, **result.model_dump())
 
 
@@ -146,7 +146,7 @@ def _register_steps(kit: ToolKit) -> None:
     ) -> WorkflowStep:
         """Apply one Flow-Director turn (e.g. <action>add</action><operator>Plan</operator>); costs one round."""
         async with kit.working(workflow_id, ctx, "act") as (canvas, progress):
-            return _step(workflow_id, await canvas.act(text, progress))
+            return step_of(workflow_id, await canvas.act(text, progress))
 
     @tool("Run workflow", RUNS)
     async def run_workflow(workflow_id: WorkflowId, ctx: Context) -> RunResult:
@@ -168,7 +168,7 @@ def _register_steps(kit: ToolKit) -> None:
     ) -> WorkflowStep:
         """Ask to finish: the finish gate accepts or names the unmet constraint (a rejection costs a round)."""
         async with kit.working(workflow_id, ctx, "finish") as (canvas, progress):
-            return _step(workflow_id, await canvas.finish(answer, progress))
+            return step_of(workflow_id, await canvas.finish(answer, progress))
 
 
 def _register_additions(kit: ToolKit) -> None:
@@ -197,7 +197,7 @@ def _register_additions(kit: ToolKit) -> None:
         """Add one operator stage (appended, or inserted at `position`)."""
         blueprint = OperatorBlueprint(operator=operator, prompt=prompt, samples=samples, until=until)
         async with kit.working(workflow_id, ctx, "add_operator") as (canvas, progress):
-            return _step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
+            return step_of(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
 
     @tool(f"Add structure ({', '.join(kind.name for kind in STRUCTURES)})", ADDS_AND_RUNS)
     async def add_structure(
@@ -223,7 +223,7 @@ def _register_additions(kit: ToolKit) -> None:
         )
         blueprint = _structure_blueprint(structure, args)
         async with kit.working(workflow_id, ctx, "add_structure") as (canvas, progress):
-            return _step(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
+            return step_of(workflow_id, await canvas.edit(AddStage(stage=blueprint, position=position), progress))
 
 
 def _register_node_edits(kit: ToolKit) -> None:
@@ -240,7 +240,7 @@ def _register_node_edits(kit: ToolKit) -> None:
         """Delete a stage, or a child node when its structure stays valid."""
         async with kit.working(workflow_id, ctx, "delete_node") as (canvas, progress):
             action = DeleteNode(node_id=node_id, with_parent=with_parent)
-            return _step(workflow_id, await canvas.edit(action, progress))
+            return step_of(workflow_id, await canvas.edit(action, progress))
 
     @tool("Modify node (replace its operator)", DESTRUCTIVE_AND_RUNS)
     async def modify_node(
@@ -256,7 +256,7 @@ def _register_node_edits(kit: ToolKit) -> None:
         """Replace the operator of a node (top-level or inside a structure); its id stays the same."""
         async with kit.working(workflow_id, ctx, "modify_node") as (canvas, progress):
             action = ModifyNode(node_id=node_id, operator=operator, prompt=prompt, samples=samples)
-            return _step(workflow_id, await canvas.edit(action, progress))
+            return step_of(workflow_id, await canvas.edit(action, progress))
 
     @tool("Set node prompt", OVERWRITES_AND_RUNS)
     async def set_prompt(
@@ -267,7 +267,7 @@ def _register_node_edits(kit: ToolKit) -> None:
     ) -> WorkflowStep:
         """Set the custom prompt (instruction) of an operator node."""
         async with kit.working(workflow_id, ctx, "set_prompt") as (canvas, progress):
-            return _step(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress))
+            return step_of(workflow_id, await canvas.edit(SetPrompt(node_id=node_id, prompt=prompt), progress))
 
 
 def _register_views(kit: ToolKit) -> None:

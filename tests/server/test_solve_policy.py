@@ -1,0 +1,150 @@
+"""`solve(director="policy")`: the server's Flow-Director designs the workflow on the server's own canvas.
+
+The policy endpoint is a test double (`OpenAIStub`, a real loopback OpenAI-compatible server) that replays a
+fixed dialect episode: add a Custom operator, write its prompt when asked, finish. The executor is the scripted
+double, whose answer is the DSL of the graph it ran, so the answer shows which workflow ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, DIRECTOR_DIR_ENV, ShippedDirector
+from flowsteer_mcp.director.served import ServedDirector, ServeMode
+from flowsteer_mcp.server import ServerSettings, build_server
+from flowsteer_mcp.store.memory import MemoryStore
+from operators.registry import OperatorRegistry
+from tests.server.conftest import Connect
+from tests.support.openai_stub import OpenAIStub, StubReply
+from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.servers import ToolCaller
+from tests.support.shipped_director import fake_director
+
+TASK = "What is 17 * 23?"
+ADD = "<action>add</action><operator>Custom</operator>"
+PROMPT = "Compute the product step by step and give the number."
+FINISH = "<action>finish</action>"
+
+
+def replayed_policy(body: dict[str, Any]) -> StubReply:
+    """The policy double: a prompt turn (no system message) gets the prompt; an action turn adds Custom until the
+    workflow holds one, then finishes."""
+    messages = body["messages"]
+    if messages[0]["role"] != "system":
+        return StubReply(content=PROMPT)
+    if "Custom" in messages[-1]["content"].split("Current workflow")[-1]:
+        return StubReply(content=FINISH)
+    return StubReply(content=ADD)
+
+
+@pytest.fixture
+def no_shipped_director(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(tmp_path / "none"))
+    return tmp_path / "none"
+
+
+async def test_the_policy_builds_the_workflow_it_wrote_and_solve_returns_its_answer(connect: Connect) -> None:
+    executor = ScriptedExecutor()
+    with OpenAIStub(responder=replayed_policy, served_models=["policy-double"]) as stub:
+        settings = ServerSettings(policy_url=stub.base_url, policy_model="policy-double")
+        async with connect(settings, executor=executor) as tools:
+            result = await tools.ok("solve", task=TASK, task_type="math", director="policy")
+            detail = await tools.detail(result["workflow_id"])
+    assert result["director"] == "policy" and result["workflow"] == "policy-double"
+    assert result["dsl"] == "Custom" == detail["state"]["dsl"]
+    assert result["answer"] == "Custom"  # the scripted executor answers with the DSL it ran
+    assert result["status"] == "ok" and result["error"] is None
+    assert result["turns"] == detail["state"]["round"] >= 2 and detail["end"]["reason"] == "finished"
+    assert [row["operator"] for row in result["trace"]] == ["Custom"]
+    assert result["usage"]["llm_calls"] >= 1 and result["usage"]["director_tokens"] > 0
+    assert result["measured"] == []
+    sent = [request.body["messages"][-1]["content"] for request in stub.chat_requests]
+    assert len(sent) == len(stub.chat_requests) >= 2 and all(TASK in text for text in sent)
+    assert executor.calls and executor.calls[-1].dsl == "Custom"
+
+
+async def test_without_a_policy_the_call_says_which_flag_to_pass_and_changes_nothing(
+    connect: Connect, no_shipped_director: Path
+) -> None:
+    async with connect() as tools:
+        listed = {tool.name for tool in (await tools.client.list_tools()).tools}
+        message = await tools.error("solve", task=TASK, director="policy")
+        workflows = await tools.ok("list_workflows")
+    assert "solve" in listed
+    assert "--policy-url" in message and "--serve-director" in message
+    assert "no Flow-Director ships with this install" in message
+    assert workflows["workflows"] == []
+
+
+async def test_the_library_stays_the_default_director(connect: Connect) -> None:
+    async with connect() as tools:
+        result = await tools.ok("solve", task=TASK, task_type="math")
+    assert result["director"] == "library" and result["turns"] is None
+
+
+async def test_read_only_servers_do_not_offer_solve(registry: OperatorRegistry) -> None:
+    settings = ServerSettings(read_only=True, policy_url="http://127.0.0.1:9/v1", policy_model="policy-double")
+    server = build_server(settings, registry=registry, executor=ScriptedExecutor(), store=MemoryStore())
+    async with Client(server.mcp) as client:
+        assert "solve" not in {tool.name for tool in (await client.list_tools()).tools}
+
+
+def test_serve_director_needs_the_serving_function_of_the_flowsteer_command(
+    registry: OperatorRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(fake_director(tmp_path / "director")))
+    with pytest.raises(ValueError, match="flowsteer serve --serve-director"):
+        build_server(ServerSettings(serve_director="auto"), registry=registry, store=MemoryStore())
+
+
+def test_serve_director_without_a_shipped_director_is_refused_at_startup(
+    registry: OperatorRegistry, no_shipped_director: Path
+) -> None:
+    @asynccontextmanager
+    async def never(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+        raise AssertionError("nothing to serve")
+        yield  # pragma: no cover
+
+    with pytest.raises(ValueError, match="no Flow-Director ships"):
+        build_server(
+            ServerSettings(serve_director="auto"), registry=registry, store=MemoryStore(), serve_director=never
+        )
+
+
+async def test_the_server_serves_the_shipped_director_for_its_lifespan(
+    registry: OperatorRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(fake_director(tmp_path / "director")))
+    events: list[str] = []
+    up = anyio.Event()
+    with OpenAIStub(responder=replayed_policy, served_models=[ADAPTER_SERVED_NAME]) as stub:
+
+        @asynccontextmanager
+        async def serving_double(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+            events.append(f"start {shipped.card.name} {mode}")
+            up.set()
+            try:
+                yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
+            finally:
+                events.append("stop")
+
+        app = build_server(
+            ServerSettings(serve_director="local"),
+            registry=registry,
+            executor=ScriptedExecutor(),
+            store=MemoryStore(),
+            serve_director=serving_double,
+        )
+        async with Client(app.mcp) as client:
+            with anyio.fail_after(5):
+                await up.wait()
+            result = await ToolCaller(client).ok("solve", task=TASK, task_type="math", director="policy")
+        assert events == ["start test-director local", "stop"]
+    assert result["workflow"] == ADAPTER_SERVED_NAME and result["answer"] == "Custom"
