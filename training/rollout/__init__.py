@@ -7,7 +7,7 @@ for sequence, advantage in batch.training_sequences(): ...
 from training.rollout.clients import in_process_clients, round_robin, round_robin_remote
 from training.rollout.modes import ObservationMode, PrefixMismatch, build_sequences
 from training.rollout.samples import EpisodeSample, MissingTokenIds, TokenCountMismatch, TrajectoryMetrics, TurnSample
-from training.rollout.worker import RolloutBatch, collect_groups
+from training.rollout.worker import RolloutBatch, collect_groups, episode_key
 
 __all__ = [
     "EpisodeSample",
@@ -20,6 +20,7 @@ __all__ = [
     "TurnSample",
     "build_sequences",
     "collect_groups",
+    "episode_key",
     "in_process_clients",
     "round_robin",
     "round_robin_remote",

@@ -41,6 +41,7 @@ from training.rollout.samples import (
     TurnSample,
 )
 from training.scoring import score
+from training.vllm.replicas import NoReplicaLeftError, ReplicaPool
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +58,7 @@ class RolloutBatch(BaseModel):
     mode: ObservationMode
     grouping: Grouping
     wall_s: float
+    retried: int = 0  # attempts started again because their policy replica died (docs: "Replicas")
 
     @property
     def n_timeouts(self) -> int:
@@ -86,6 +88,7 @@ class RolloutBatch(BaseModel):
                 "batch/timeouts": float(self.n_timeouts),
                 "batch/errors": float(self.n_errors),
                 "batch/prefix_mismatch": float(self.n_prefix_mismatch),
+                "batch/episodes_retried": float(self.retried),
                 "batch/zero_variance_groups": float(self.advantages.n_zero_variance_groups),
                 "batch/zero_variance_share": self.advantages.zero_variance_share,
                 "batch/trajectories_per_min": 60.0 * n / self.wall_s if self.wall_s > 0 else 0.0,
@@ -224,6 +227,11 @@ class _Trajectory:
         return reward, method, sequences, None
 
 
+def episode_key(prefix: str, problem: Problem, rollout_index: int) -> str:
+    """A trajectory's episode id: what its `EpisodeSample` is named and what it leases a policy replica by."""
+    return f"{prefix}{problem.id}#{rollout_index}"
+
+
 def _group_id(problem: Problem, grouping: Grouping) -> str:
     if grouping == "problem":
         return problem.id
@@ -250,11 +258,16 @@ async def collect_groups(
     delete_workflows: bool = True,
     episode_prefix: str = "",
     on_episode: Callable[[EpisodeSample], None] | None = None,
+    replicas: ReplicaPool | None = None,
 ) -> RolloutBatch:
     """Run `group_size` rollouts of every problem, at most `concurrency` at a time, and group them.
 
     `make_director(problem, rollout_index)` builds each trajectory's director (e.g. a `PolicyDirector` on the
     current adapter name with a per-rollout seed). `on_episode` is called as each trajectory completes.
+    `replicas`: the pool the directors' policy client routes through (leasing by `episode_key`); a trajectory
+    whose replica died during it is run again from scratch with a new director, on a replica it has not run on,
+    and `RolloutBatch.retried` counts those attempts. When no replica is left the batch stops with
+    `NoReplicaLeftError`.
     Raises `ValueError` on bad arguments and `MissingTokenIds` / `TokenCountMismatch` when the policy server
     does not return usable token ids.
     """
@@ -276,7 +289,7 @@ async def collect_groups(
             problem,
             index,
             _group_id(problem, grouping),
-            f"{episode_prefix}{problem.id}#{index}",
+            episode_key(episode_prefix, problem, index),
             make_director(problem, index),
         )
         for problem in problems
@@ -286,24 +299,47 @@ async def collect_groups(
     fatal: list[Exception] = []
     limiter = anyio.CapacityLimiter(concurrency)
     started = time.monotonic()
+    retried = 0
+
+    def next_attempt(slot: _Trajectory, sample: EpisodeSample) -> _Trajectory | None:
+        """After an attempt: a fresh attempt of `slot` if it failed because its replica died and a replica it has
+        not run on is left, else None (an attempt that got all its answers stands, whatever happened later)."""
+        nonlocal retried
+        if replicas is None:
+            return None
+        if not replicas.end_episode(slot.episode_id) or sample.metrics.status == "ok":
+            return None
+        replicas.require_alive()
+        if not replicas.can_retry(slot.episode_id):
+            return None
+        retried += 1
+        log.warning("trajectory_retried", episode=slot.episode_id, replicas_alive=replicas.n_alive)
+        director = make_director(slot.problem, slot.rollout_index)
+        return _Trajectory(slot.problem, slot.rollout_index, slot.group_id, slot.episode_id, director)
 
     async with anyio.create_task_group() as group:
 
         async def run_slot(position: int, slot: _Trajectory) -> None:
             async with limiter:
+                attempt: _Trajectory | None = slot
                 try:
-                    sample = await slot.run(
-                        make_client=make_client,
-                        timeout_s=timeout_s,
-                        score_fn=score_fn,
-                        reward_config=config,
-                        mode=mode,
-                        delete_workflow=delete_workflows,
-                    )
-                except (MissingTokenIds, TokenCountMismatch) as error:
+                    while attempt is not None:
+                        sample = await attempt.run(
+                            make_client=make_client,
+                            timeout_s=timeout_s,
+                            score_fn=score_fn,
+                            reward_config=config,
+                            mode=mode,
+                            delete_workflow=delete_workflows,
+                        )
+                        attempt = next_attempt(attempt, sample)
+                except (MissingTokenIds, TokenCountMismatch, NoReplicaLeftError) as error:
                     fatal.append(error)
                     group.cancel_scope.cancel()
                     return
+                finally:
+                    if replicas is not None:
+                        replicas.forget(slot.episode_id)
             results[position] = sample
             if on_episode is not None:
                 on_episode(sample)
@@ -325,7 +361,12 @@ async def collect_groups(
         episode.advantage = advantage
         episode.keep = keep
     batch = RolloutBatch(
-        episodes=episodes, advantages=stats, mode=mode, grouping=grouping, wall_s=time.monotonic() - started
+        episodes=episodes,
+        advantages=stats,
+        mode=mode,
+        grouping=grouping,
+        wall_s=time.monotonic() - started,
+        retried=retried,
     )
     log.info(
         "rollouts_collected",
@@ -335,6 +376,7 @@ async def collect_groups(
         timeouts=batch.n_timeouts,
         errors=batch.n_errors,
         prefix_mismatch=batch.n_prefix_mismatch,
+        retried=retried,
         reward_mean=round(stats.reward_mean, 4),
         wall_s=round(batch.wall_s, 2),
     )

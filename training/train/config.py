@@ -64,9 +64,15 @@ class PolicySettings(_Strict):
 
 
 class VLLMSettings(_Strict):
-    """Where generation happens: a vLLM server this run starts (`url` unset) or one it attaches to."""
+    """Where generation happens: vLLM servers this run starts (`replicas`, default one) or attaches to (`url`,
+    `urls`); at most one of the three. Several replicas share the rollouts (docs/design/training.md, "Replicas");
+    one server started with `--data-parallel-size` is one `url`."""
 
     url: str | None = Field(default=None, pattern=r"^https?://\S+$")  # attach: http://host:port (no /v1)
+    urls: list[Annotated[str, Field(pattern=r"^https?://\S+$")]] | None = Field(default=None, min_length=1)
+    # Start this many servers, each on its own free port. On CPU they share the cores: give each its own with
+    # env/extra_args only if they are pinned apart (VLLM_CPU_OMP_THREADS_BIND), or they slow each other down.
+    replicas: int | None = Field(default=None, ge=1)
     served_name: str = "policy"  # the base model's served name (also the executor's, with backend policy-server)
     python: str | None = None  # interpreter with vLLM; default $FLOWSTEER_VLLM_PYTHON, else .venv-vllm, else ours
     max_loras: int = Field(default=2, ge=1)
@@ -79,6 +85,32 @@ class VLLMSettings(_Strict):
     # After each published step, compare a probe prompt's log-probs under the base model and the new adapter:
     # identical answers after an update mean vLLM is not applying the adapter, which is fatal.
     verify_sync: bool = True
+
+    @model_validator(mode="after")
+    def _one_source(self) -> VLLMSettings:
+        given = [name for name in ("url", "urls", "replicas") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(
+                f"set at most one of vllm.url, vllm.urls and vllm.replicas (got {', '.join('vllm.' + g for g in given)})"
+            )
+        if self.urls is not None:
+            cleaned = [url.rstrip("/") for url in self.urls]
+            repeated = sorted({url for url in cleaned if cleaned.count(url) > 1})
+            if repeated:
+                raise ValueError(f"vllm.urls must be distinct, repeated: {repeated}")
+        return self
+
+    @property
+    def attached_urls(self) -> list[str]:
+        """The servers this run attaches to (none: it starts `replicas` of its own)."""
+        if self.url is not None:
+            return [self.url]
+        return list(self.urls or [])
+
+    @property
+    def n_started(self) -> int:
+        """How many servers this run starts itself."""
+        return 0 if self.attached_urls else (self.replicas or 1)
 
 
 class PolicyServerExecutor(_Strict):
@@ -234,7 +266,8 @@ class TrainConfig(_Strict):
         """
         # `sft` is its own run (`flowsteer train sft`): a CWRPO run starts from its output through `policy.model`.
         data = self.model_dump(
-            mode="json", exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "python"}, "sft": True}
+            mode="json",
+            exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "urls", "replicas", "python"}, "sft": True},
         )
         # Hashed as the default rather than left out, so runs checkpointed before this rule keep their fingerprint.
         data["optim"]["micro_batch_size"] = OptimSettings.model_fields["micro_batch_size"].default

@@ -39,7 +39,14 @@ from flowsteer_mcp.director.policy import PolicyDirector
 from training.data import Problem, load_inputs
 from training.episodes import MakeClient
 from training.errors import TrainingError
-from training.rollout import EpisodeSample, RolloutBatch, collect_groups, in_process_clients, round_robin_remote
+from training.rollout import (
+    EpisodeSample,
+    RolloutBatch,
+    collect_groups,
+    episode_key,
+    in_process_clients,
+    round_robin_remote,
+)
 from training.traces.contested import keep_contested
 from training.train.checkpoint import (
     CheckpointError,
@@ -62,6 +69,7 @@ from training.train.serving import PolicyService
 from training.train.stream import ProblemStream, StreamCursor
 from training.train.update import policy_update
 from training.vllm import LoraSyncError
+from training.vllm.replicas import REPLICAS_BASE_URL, NoReplicaLeftError, episode_headers, routed_client
 
 log = structlog.get_logger(__name__)
 
@@ -242,7 +250,13 @@ class Trainer:
             engine = engine_with(registry, backend, config.engine)
             server = build_server(ServerSettings(), registry=registry, executor=engine, observer=observer)
             make_client = in_process_clients(server.mcp)
-        openai = AsyncOpenAI(base_url=service.openai_base_url, api_key="not-needed", max_retries=2)
+        # One client for every replica: its transport sends each episode's requests to the episode's replica.
+        openai = AsyncOpenAI(
+            base_url=REPLICAS_BASE_URL,
+            api_key="not-needed",
+            max_retries=2,
+            http_client=routed_client(service.replicas),
+        )
         try:
             yield openai, make_client
         finally:
@@ -270,11 +284,20 @@ class Trainer:
     async def _step(self, run: RunContext, step: int) -> dict[str, float]:
         """One training step as its phases, in order; returns the step's logged metrics."""
         started = time.monotonic()
+        cursor = run.stream.cursor
         problems = run.stream.next_batch(self.config.rollout.problems_per_step)
         adapter_used = run.adapter
-        batch = await self._collect(run, problems, step)
+        try:
+            batch = await self._collect(run, problems, step)
+        except NoReplicaLeftError:
+            self._checkpoint_before_stop(run, step, cursor)
+            raise
         learned = await self._learn(run, batch)
-        sync_check = await self._publish_adapter(run, step)
+        stop: NoReplicaLeftError | None = None
+        try:
+            sync_check = await self._publish_adapter(run, step)
+        except NoReplicaLeftError as error:  # the step is learned: log it and checkpoint it, then stop
+            stop, sync_check = error, {}
         outcome = StepOutcome(
             step=step,
             started=started,
@@ -285,6 +308,11 @@ class Trainer:
             sync_check=sync_check,
         )
         values = self._log_step(run, outcome)
+        if stop is not None:
+            # `--resume` serves the checkpoint's adapter on the replicas it finds then.
+            log.warning("checkpoint_before_stop", step=step, reason="no policy replica left to serve the adapter")
+            self._checkpoint(step, run.policy, run.optimizer, run.scheduler, run.update_generator, run.stream.cursor)
+            raise stop
         # Last: a checkpoint at step N promises that everything of step N (metrics included) is written.
         # A kill before it redoes step N on resume; the rows it logged are dropped then.
         self._checkpoint_if_due(run, step)
@@ -297,8 +325,10 @@ class Trainer:
         canvas = config.rollout.canvas.model_dump(mode="json")
 
         def make_director(problem: Problem, index: int) -> PolicyDirector:
+            # The episode's requests all go to the replica it leased first (see training/vllm/replicas.py).
+            client = run.openai.with_options(default_headers=episode_headers(episode_key(f"s{step}:", problem, index)))
             return PolicyDirector(
-                run.openai,
+                client,
                 run.adapter,
                 sampling=PolicySampling(
                     **sampling.model_dump(exclude={"seeded", "reask", "reask_max_tokens"}),
@@ -323,6 +353,7 @@ class Trainer:
             advantage_scale=config.rollout.advantage_scale,
             drop_zero_variance=config.rollout.drop_zero_variance,
             episode_prefix=f"s{step}:",
+            replicas=run.service.replicas,
         )
         _require_some_success(batch, step)
         return batch
@@ -366,6 +397,8 @@ class Trainer:
             "data/epoch": float(run.stream.cursor.epoch),
             "time/rollout_s": outcome.batch.wall_s,
             "time/step_s": time.monotonic() - outcome.started,
+            "vllm/replicas_alive": float(run.service.replicas.n_alive),
+            "vllm/adapter_load_failures": float(run.service.lora.failed_loads),
             **outcome.sync_check,
         }
         run.metrics.write(outcome.step, values)
@@ -383,6 +416,19 @@ class Trainer:
             self._checkpoint(step, run.policy, run.optimizer, run.scheduler, run.update_generator, run.stream.cursor)
         if config.logging.plots and step % config.run.checkpoint_every == 0:
             _plot(self.out_dir)
+
+    def _checkpoint_before_stop(self, run: RunContext, step: int, cursor: StreamCursor) -> None:
+        """Every policy replica died during step `step`: make sure the run can resume at step `step - 1`.
+
+        Nothing of step `step` was learned yet, so the learner's state is step `step - 1`'s; with the stream's
+        cursor from before this step's draw it is exactly what a checkpoint of that step holds.
+        """
+        done = step - 1
+        config = self.config
+        if done < 1 or done % config.run.checkpoint_every == 0:
+            return  # nothing to resume from yet, or the checkpoint of `done` is already written
+        log.warning("checkpoint_before_stop", step=done, reason="no policy replica left")
+        self._checkpoint(done, run.policy, run.optimizer, run.scheduler, run.update_generator, cursor)
 
     async def _verify_sync(self, service: PolicyService, policy: PolicyModel) -> dict[str, float]:
         """The stale-adapter guard: once the adapter is not the identity, vLLM must answer differently from the base."""

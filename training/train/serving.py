@@ -1,4 +1,7 @@
-"""The run's generation side: the policy's vLLM server (started or attached), LoRA hand-over, the executor.
+"""The run's generation side: the policy's vLLM servers (started or attached), LoRA hand-over, the executor.
+
+Several servers are replicas of the policy (`vllm.urls`, `vllm.replicas`): rollouts lease one per episode from
+the service's `ReplicaPool` and each adapter is published and probed on every live replica (`ReplicaSync`).
 
 The executor is never the policy adapter: either the policy server's base model under its own served name,
 or any backend of the operators' config (a local in-process model, another endpoint, a scripted double).
@@ -9,72 +12,91 @@ from __future__ import annotations
 from pathlib import Path
 from types import TracebackType
 
+import anyio
 import structlog
 
 from operators.backends.base import ChatBackend
 from operators.backends.config import OpenAIModelConfig
 from operators.backends.factory import build_backend
 from training.train.config import PolicyServerExecutor, TrainConfig
-from training.vllm import LoraSync, VLLMServer
-from training.vllm.server import vllm_python
+from training.vllm import VLLMServer
+from training.vllm.replicas import ReplicaPool, ReplicaSync
+from training.vllm.server import free_port, vllm_python
 
 log = structlog.get_logger(__name__)
 
 
 class PolicyService:
-    """Owns the vLLM server handle (stopping it only if it started it) and the run's `LoraSync`."""
+    """Owns the vLLM server handles (stopping only those it started), the replica pool and the run's sync."""
 
     def __init__(self, config: TrainConfig, model_dir: Path, log_path: Path) -> None:
         self.config = config
         self.model_dir = model_dir
         self.log_path = log_path
-        self.server: VLLMServer | None = None
-        self.sync: LoraSync | None = None
+        self.servers: list[VLLMServer] = []
+        self.pool: ReplicaPool | None = None
+        self.sync: ReplicaSync | None = None
 
     async def open(self) -> PolicyService:
-        """Attach to the configured server, or start one and wait for it without blocking the event loop."""
+        """Attach to the configured servers, or start `vllm.replicas` (default 1) and wait for all of them
+        without blocking the event loop."""
         settings = self.config.vllm
-        if settings.url:
-            self.server = VLLMServer.attach(settings.url, served_name=settings.served_name)
-            log.info("vllm_attached", base_url=settings.url)
-        else:
-            self.server = VLLMServer.start(
-                self.model_dir,
-                served_name=settings.served_name,
-                max_lora_rank=self.config.policy.lora.r,
-                max_loras=settings.max_loras,
-                dtype=settings.dtype,
-                enforce_eager=settings.enforce_eager,
-                max_model_len=settings.max_model_len,
-                python=settings.python or vllm_python(),
-                extra_args=settings.extra_args,
-                env=settings.env,
-                log_path=self.log_path,
-                ready_timeout_s=settings.ready_timeout_s,
-                wait=False,
+        for url in settings.attached_urls:
+            self.servers.append(VLLMServer.attach(url, served_name=settings.served_name))
+            log.info("vllm_attached", base_url=url)
+        count = settings.n_started
+        ports: list[int] = []
+        while len(ports) < count:  # distinct ports, all chosen before any server binds one
+            port = free_port()
+            if port not in ports:
+                ports.append(port)
+        for index, port in enumerate(ports):
+            log_path = self.log_path if count == 1 else self.log_path.with_name(f"{self.log_path.stem}-{index}.log")
+            self.servers.append(
+                VLLMServer.start(
+                    self.model_dir,
+                    served_name=settings.served_name,
+                    port=port,
+                    max_lora_rank=self.config.policy.lora.r,
+                    max_loras=settings.max_loras,
+                    dtype=settings.dtype,
+                    enforce_eager=settings.enforce_eager,
+                    max_model_len=settings.max_model_len,
+                    python=settings.python or vllm_python(),
+                    extra_args=settings.extra_args,
+                    env=settings.env,
+                    log_path=log_path,
+                    ready_timeout_s=settings.ready_timeout_s,
+                    wait=False,
+                )
             )
-            await self.server.wait_ready_async()
-        self.sync = LoraSync(self.server.base_url, self.config.run.name, max_loaded=settings.max_loras)
+        if count:
+            async with anyio.create_task_group() as group:
+                for server in self.servers:
+                    group.start_soon(server.wait_ready_async)
+        self.pool = ReplicaPool([server.base_url for server in self.servers])
+        self.sync = ReplicaSync(self.pool, self.config.run.name, max_loaded=settings.max_loras)
         return self
 
     @property
-    def openai_base_url(self) -> str:
-        assert self.server is not None, "open() first"
-        return self.server.openai_base_url
+    def replicas(self) -> ReplicaPool:
+        assert self.pool is not None, "open() first"
+        return self.pool
 
     @property
-    def lora(self) -> LoraSync:
+    def openai_base_url(self) -> str:
+        """The OpenAI base URL of a live replica, the least loaded (what the policy-server executor talks to)."""
+        return f"{self.replicas.lease()}/v1"
+
+    @property
+    def lora(self) -> ReplicaSync:
         assert self.sync is not None, "open() first"
         return self.sync
 
     async def resume_at(self, adapter_dir: Path, step: int) -> str:
-        """Serve the checkpoint's adapter as `<run>@<step>`: adopt it if the server still has it, else load it;
-        drop names a killed run published after that step."""
-        await self.lora.unload_later_than(step)
-        assert self.server is not None
-        if f"{self.config.run.name}@{step}" in self.server.models():
-            return await self.lora.adopt(step)
-        return await self.lora.publish(adapter_dir, step)
+        """Serve the checkpoint's adapter as `<run>@<step>` on every replica: adopt it where the server still has
+        it, else load it; drop names a killed run published after that step."""
+        return await self.lora.resume_at(adapter_dir, step)
 
     def executor_backend(self) -> ChatBackend:
         executor = self.config.executor
@@ -94,8 +116,8 @@ class PolicyService:
     async def aclose(self) -> None:
         if self.sync is not None:
             await self.sync.aclose()
-        if self.server is not None:
-            self.server.stop()
+        for server in self.servers:
+            server.stop()  # a server this run attached to is left running
 
     async def __aenter__(self) -> PolicyService:
         return await self.open()

@@ -8,13 +8,17 @@ Nothing here imports vLLM: it runs as its own process, possibly from another vir
 """
 
 from training.vllm.lora_sync import LoraSync, LoraSyncError, ProbeDelta, adapter_name
+from training.vllm.replicas import NoReplicaLeftError, ReplicaPool, ReplicaSync
 from training.vllm.server import VLLM_PYTHON_ENV, VLLMServer, VLLMServerError, free_port, vllm_python
 
 __all__ = [
     "VLLM_PYTHON_ENV",
     "LoraSync",
     "LoraSyncError",
+    "NoReplicaLeftError",
     "ProbeDelta",
+    "ReplicaPool",
+    "ReplicaSync",
     "VLLMServer",
     "VLLMServerError",
     "adapter_name",

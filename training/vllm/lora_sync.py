@@ -122,6 +122,10 @@ class LoraSync:
             await self.unload(self._loaded[0])
         return name
 
+    async def served(self) -> list[str]:
+        """The model names the server lists in `/v1/models` (its base model and every loaded adapter)."""
+        return [str(card.get("id")) for card in await self._model_cards()]
+
     async def unload_later_than(self, step: int) -> list[str]:
         """Unload this run's adapters for steps after `step` that the server still serves: a killed run
         published them after its last checkpoint, and the resumed run will publish those steps afresh."""
