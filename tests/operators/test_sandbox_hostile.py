@@ -15,12 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from operators.sandbox import ExecResult, SandboxLimits, SandboxRefusedError, run_code, select_isolation
+from operators.sandbox import (
+    ExecResult,
+    SandboxLimits,
+    SandboxRefusedError,
+    isolation,
+    run_code,
+    runner,
+    select_isolation,
+)
 
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_PRIVATE_UID_FLOOR = 0x20000000
 
 
 @pytest.fixture(autouse=True)
@@ -47,14 +54,31 @@ def assert_fully_isolated(result: ExecResult) -> None:
         assert iso.uid_dropped
 
 
-def sandbox_processes_left() -> list[int]:
-    """Host processes running under one of the sandbox's private uids."""
+@pytest.fixture
+def run_uids(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The fresh uids the sandbox hands out during this test: only processes under them are this test's,
+    whatever else on the host (an evaluation scoring programs) runs in the sandbox meanwhile."""
+    handed: list[int] = []
+
+    def recording() -> int:
+        uid = isolation.fresh_uid()
+        handed.append(uid)
+        return uid
+
+    monkeypatch.setattr(runner, "fresh_uid", recording)
+    return handed
+
+
+def sandbox_processes_left(uids: list[int]) -> list[int]:
+    """Host processes still running under one of `uids` (the private uids of this test's runs)."""
+    assert os.geteuid() != 0 or uids, "as root every run drops to a fresh uid: none was handed out"
+    wanted = set(uids)
     left = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if entry.stat().st_uid >= _PRIVATE_UID_FLOOR:
+            if entry.stat().st_uid in wanted:
                 left.append(int(entry.name))
         except FileNotFoundError:
             continue
@@ -65,15 +89,15 @@ def program(source: str) -> str:
     return textwrap.dedent(source).lstrip()
 
 
-async def test_infinite_loop_times_out_and_leaves_nothing_running() -> None:
+async def test_infinite_loop_times_out_and_leaves_nothing_running(run_uids: list[int]) -> None:
     result = await run_code("while True:\n    pass\n", timeout_s=1.0)
     assert result.status == "timeout"
     assert result.passed is None
     assert_fully_isolated(result)
-    assert sandbox_processes_left() == []
+    assert sandbox_processes_left(run_uids) == []
 
 
-async def test_infinite_loop_with_children_is_killed_as_a_group() -> None:
+async def test_infinite_loop_with_children_is_killed_as_a_group(run_uids: list[int]) -> None:
     code = program(
         """
         import os, time
@@ -89,10 +113,10 @@ async def test_infinite_loop_with_children_is_killed_as_a_group() -> None:
     assert result.status == "timeout"
     assert result.passed is False
     assert_fully_isolated(result)
-    assert sandbox_processes_left() == []
+    assert sandbox_processes_left(run_uids) == []
 
 
-async def test_fork_bomb_is_capped_by_the_process_limit() -> None:
+async def test_fork_bomb_is_capped_by_the_process_limit(run_uids: list[int]) -> None:
     code = program(
         """
         import os
@@ -116,17 +140,17 @@ async def test_fork_bomb_is_capped_by_the_process_limit() -> None:
     forked = int(result.stdout.split("after")[1].split()[0])
     assert forked < 16
     assert "BlockingIOError" in result.stdout
-    assert sandbox_processes_left() == []
+    assert sandbox_processes_left(run_uids) == []
 
 
-async def test_exponential_fork_bomb_is_contained_and_the_host_still_forks() -> None:
+async def test_exponential_fork_bomb_is_contained_and_the_host_still_forks(run_uids: list[int]) -> None:
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     result = await run_code(code, timeout_s=2.0, limits=SandboxLimits(max_processes=32))
     assert result.status in ("timeout", "killed")
     assert_fully_isolated(result)
     host = await asyncio.create_subprocess_exec("true")
     assert await host.wait() == 0
-    assert sandbox_processes_left() == []
+    assert sandbox_processes_left(run_uids) == []
 
 
 async def test_memory_bomb_hits_the_address_space_limit() -> None:
