@@ -12,7 +12,7 @@ import hashlib
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -144,7 +144,13 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     who.add_argument(
         "--list-workflows", action=_ListWorkflows, help="print the workflow library (template:NAME) and exit"
     )
-    who.add_argument("--policy-url", help="OpenAI-compatible endpoint of the policy (e.g. http://127.0.0.1:8000/v1)")
+    who.add_argument(
+        "--policy-url",
+        action="append",
+        metavar="URL",
+        help="OpenAI-compatible endpoint of the policy (e.g. http://127.0.0.1:8000/v1); repeat for replicas serving "
+        "the same model (least in flight, one episode per replica)",
+    )
     who.add_argument("--policy-model", help="model name served at --policy-url")
     who.add_argument("--policy-api-key-env", metavar="VAR", help="environment variable holding the policy's API key")
     who.add_argument(
@@ -177,7 +183,11 @@ def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("execution")
     run.add_argument("--config", type=Path, help="executor config file (TOML/YAML); default: $FLOWSTEER_CONFIG")
     run.add_argument(
-        "--mcp-url", help="use a running FlowSteer MCP server (streamable HTTP) instead of an in-process one"
+        "--mcp-url",
+        action="append",
+        metavar="URL",
+        help="use a running FlowSteer MCP server (streamable HTTP) instead of an in-process one; repeat to spread "
+        "the episodes over several servers (least busy first, one episode per server)",
     )
     run.add_argument(
         "--mcp-token-env", metavar="VAR", help="environment variable holding the --mcp-url server's bearer token"
@@ -446,8 +456,14 @@ def _check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error("--mcp-token-env is only used with --mcp-url")
     if args.mcp_token_env and not os.environ.get(args.mcp_token_env):
         parser.error(f"environment variable {args.mcp_token_env} (--mcp-token-env) is not set or empty")
-    if args.mcp_url and not args.mcp_url.startswith(("http://", "https://")):
-        parser.error(f"--mcp-url must be an http(s) URL, got {args.mcp_url!r}")
+    for option, urls in (("--mcp-url", args.mcp_url or []), ("--policy-url", args.policy_url or [])):
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                parser.error(f"{option} must be an http(s) URL, got {url!r}")
+        cleaned = [url.rstrip("/") for url in urls]
+        repeated = sorted({url for url in cleaned if cleaned.count(url) > 1})
+        if repeated:
+            parser.error(f"{option} {', '.join(repeated)} given more than once")
     if args.resume and args.out is None:
         parser.error("--resume needs --out, the folder of the run to continue")
 
@@ -479,6 +495,28 @@ async def _close_eval_resources(
 def _serves_shipped(args: argparse.Namespace) -> bool:
     """The policy director runs, and neither a server (--policy-url) nor a recording (--replay) answers it."""
     return "policy" in (args.director or []) and args.replay is None and not args.policy_url
+
+
+def _executor_urls(args: argparse.Namespace) -> list[str]:
+    """The openai executor's endpoints (its replicas), as logs show them; none for a local or scripted one."""
+    from operators.backends.config import OpenAIModelConfig, load_executor_config
+    from operators.backends.openai_compat import display_url
+
+    config = load_executor_config(args.config).config
+    return [display_url(url) for url in config.endpoints] if isinstance(config, OpenAIModelConfig) else []
+
+
+async def _fleet_weights(urls: Sequence[str], model: str, key: str | None) -> str | None:
+    """What the policy's replicas serve as `model`: the same weights on each, else `PolicyServerError` (one
+    table must not mix two policies). An unreachable replica is left out; None when none could be asked."""
+    from training.evaluate.policy_weights import PolicyServerError, served_weights
+
+    answers = {url: await served_weights(url, model, api_key=key) for url in urls}
+    known = {url: weights for url, weights in answers.items() if weights is not None}
+    if len(set(known.values())) > 1:
+        listing = "; ".join(f"{url}: {weights}" for url, weights in known.items())
+        raise PolicyServerError(f"the --policy-url replicas serve different weights as {model!r} ({listing})")
+    return next(iter(known.values()), None)
 
 
 async def _run_eval(args: argparse.Namespace) -> int:
@@ -513,12 +551,12 @@ async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> 
     from training.evaluate.directors import PolicyEndpoint, build_director, build_workflow_director
     from training.evaluate.journal import ItemJournal, JournalError
     from training.evaluate.policy_play import policy_play
-    from training.evaluate.policy_weights import PolicyServerError, served_weights
+    from training.evaluate.policy_weights import PolicyServerError
     from training.evaluate.recording import executor_backend, start_recording
     from training.evaluate.report import markdown_report, write_report
     from training.evaluate.results import EvalConfig
     from training.evaluate.run_failures import run_failure_message, run_failures
-    from training.evaluate.runner import evaluate
+    from training.evaluate.runner import MakeClient, evaluate
 
     names: list[str] = args.director or []
     try:
@@ -537,8 +575,10 @@ async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> 
                 f"{args.policy_config} sets rollout.system_template, which only the in-process server can use; "
                 "drop --mcp-url or start that server with the same template"
             )
+        policy_urls: list[str] = args.policy_url or []
         policy = PolicyEndpoint(
-            url=shipped.served.url if shipped else args.policy_url,
+            url=shipped.served.url if shipped else (policy_urls[0] if policy_urls else None),
+            urls=[] if shipped else policy_urls,
             model=shipped.served.model if shipped else args.policy_model,
             api_key_env=args.policy_api_key_env,
             seed=args.seed,
@@ -550,6 +590,7 @@ async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> 
         directors = [build_director(name, executor_backend=backend, policy=policy) for name in names]
         directors += [build_workflow_director(path) for path in args.workflow or []]
         engine_settings = load_config(args.config).engine if needs_executor and not args.replay else EngineConfig()
+        executor_urls = _executor_urls(args) if needs_executor and not args.replay else []
         names = [director.name for director in directors]
     except (ConfigError, DatasetError, OSError, ValueError) as error:
         print(f"flowsteer eval: error: {error}", file=sys.stderr)
@@ -561,13 +602,14 @@ async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> 
     elif "policy" in names and args.replay is None:
         key = os.environ.get(args.policy_api_key_env) if args.policy_api_key_env else None
         try:
-            policy_weights = await served_weights(args.policy_url, args.policy_model, api_key=key)
+            policy_weights = await _fleet_weights(args.policy_url, args.policy_model, key)
         except PolicyServerError as error:
             await _close_eval_resources(directors, backend, None)
             print(f"flowsteer eval: error: {error}", file=sys.stderr)
             return USAGE_ERROR
 
     server = None
+    make_client: MakeClient
     if args.mcp_url:
         token = os.environ.get(args.mcp_token_env) if args.mcp_token_env else None
         make_client = remote_clients(args.mcp_url, token)
@@ -598,9 +640,12 @@ async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> 
         seed=args.seed,
         executor=f"{type(backend).__name__}:{backend.model}" if backend is not None else None,
         engine=engine_settings.model_dump(mode="json") if server is not None else None,
-        mcp_url=args.mcp_url,
+        mcp_url=args.mcp_url[0] if args.mcp_url else None,
+        mcp_urls=list(args.mcp_url or []),
         # the shipped director's loopback url changes every run; its name and weights identify it
-        policy_url=f"shipped:{shipped.director.card.name}" if shipped else args.policy_url,
+        policy_url=f"shipped:{shipped.director.card.name}" if shipped else (policy_urls[0] if policy_urls else None),
+        policy_urls=[] if shipped else policy_urls,
+        executor_urls=executor_urls,
         policy_model=shipped.served.model if shipped else args.policy_model,
         policy_weights=policy_weights,
         policy_play=play.identity() if play is not None else None,

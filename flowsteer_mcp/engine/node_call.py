@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -144,6 +145,9 @@ class NodeCaller:
         self._settings = settings
         self._ctx = context
         self._backend_key = backend.cache_key()
+        # The run's requests share a replica of a multi-endpoint executor: all runs of one workflow where the
+        # workbench names it (their prompts share the task and earlier nodes' outputs), else this run alone.
+        self._affinity = RUN_SCOPE.get() or f"run-{uuid.uuid4().hex}"
 
     @property
     def sandbox_timeout_s(self) -> float:
@@ -312,7 +316,7 @@ class NodeCaller:
             operator_cls = self._registry.implementation(node.operator)
         except UnknownOperatorError as exc:
             return OperatorOutput(ok=False, error=str(exc.args[0]) if exc.args else str(exc)), {}
-        metered = MeteredBackend(via or self._backend, node_id=node.id, operator=node.operator)
+        metered = MeteredBackend(via or self._backend, node_id=node.id, operator=node.operator, affinity=self._affinity)
         options = {**self._settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
         runtime = OperatorRuntime(
             llm=metered,

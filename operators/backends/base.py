@@ -52,6 +52,10 @@ class ChatRequest(BaseModel):
     max_tokens: int | None = None  # caps the reply length of this call below the sampling's max_tokens
     operator: str | None = None  # for usage records
     node_id: str | None = None
+    # Routing only, never part of a memo or replay key nor of a recording (excluded from dumps): requests with
+    # the same affinity (one workflow's runs) go to the same replica of a multi-endpoint executor, whose prefix
+    # cache holds their shared prompt parts.
+    affinity: str | None = Field(default=None, exclude=True)
 
 
 def effective_sampling(request: ChatRequest, defaults: SamplingParams) -> SamplingParams:

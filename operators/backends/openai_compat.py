@@ -10,6 +10,10 @@ Why it looks the way it does:
 - No silent model substitution: a reply from another model, or a 404 for the requested one, is an error.
   A dated snapshot of the requested name (`gpt-4o-mini` -> `gpt-4o-mini-2024-07-18`) is the same model.
 - The API key is held as a `SecretStr` and never appears in logs, errors, `repr` or `cache_key`.
+- Several endpoints serving the same model (`base_urls`, replicas) share the one client through a routing
+  transport (`operators/backends/replicas.py`): least in flight, one workflow run (`ChatRequest.affinity`)
+  sticking to one replica, a dead replica's requests sent to the others at once, and a non-retryable error when
+  none is left. `cache_key` names the first endpoint only, so adding a replica keeps memo keys valid.
 """
 
 from __future__ import annotations
@@ -35,16 +39,21 @@ from operators.backends.base import (
     effective_sampling,
     split_usage,
 )
+from operators.backends.replicas import EPISODE_HEADER, NoReplicaLeftError, ReplicaPool, routed_client
 from operators.backends.usage import UsageLog, UsageRecord
 from operators.errors import OperatorsError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import httpx2
 
 __all__ = ["OpenAICompatBackend", "RetryPolicy", "display_url"]
 
 log = structlog.get_logger(__name__)
 
+REPLICAS_BASE_URL = "http://executor-replicas"  # the routed client's placeholder: the transport picks the host
+MAX_AFFINITY_LEASES = 4096  # workflow runs remembered for stickiness (the oldest is forgotten first)
 _NO_KEY_PLACEHOLDER = "no-key"  # the client insists on a key; keyless servers (local vLLM) ignore it
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _SNIPPET_CHARS = 200
@@ -143,7 +152,8 @@ class OpenAICompatBackend:
     def __init__(
         self,
         *,
-        base_url: str,
+        base_url: str | None = None,
+        base_urls: Sequence[str] | None = None,
         model: str,
         api_key: SecretStr | None = None,
         sampling: SamplingParams | None = None,
@@ -162,7 +172,17 @@ class OpenAICompatBackend:
             raise ValueError("max_concurrency must be at least 1")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
-        self._base_url = base_url
+        if (base_url is None) == (not base_urls):
+            raise ValueError("give exactly one of base_url (one endpoint) and base_urls (replicas of one model)")
+        urls = [base_url] if base_url is not None else list(base_urls or [])
+        # Replicas serve the same model: the first one names the endpoint in cache keys, logs and errors.
+        self._base_url = urls[0]
+        self._pool: ReplicaPool | None = None
+        if len(urls) > 1:
+            if http_client is not None:
+                raise ValueError("base_urls route through their own HTTP client; http_client is for one endpoint")
+            self._pool = ReplicaPool(urls, role="executor", max_leases=MAX_AFFINITY_LEASES)
+            http_client = routed_client(self._pool, timeout_s=timeout_s, failover=True)
         self._model = model
         self._api_key = api_key
         self._sampling = sampling or SamplingParams()
@@ -176,7 +196,7 @@ class OpenAICompatBackend:
         self.usage_log = usage_log if usage_log is not None else UsageLog()
         key = api_key.get_secret_value() if api_key is not None else ""
         self._client = openai.AsyncOpenAI(
-            base_url=base_url,
+            base_url=REPLICAS_BASE_URL if self._pool is not None else self._base_url,
             api_key=key or _NO_KEY_PLACEHOLDER,
             max_retries=0,  # our RetryPolicy decides
             timeout=timeout_s,
@@ -187,6 +207,11 @@ class OpenAICompatBackend:
     @property
     def model(self) -> str:
         return self._model
+
+    @property
+    def replicas(self) -> ReplicaPool | None:
+        """The replica pool of a multi-endpoint backend (None with one endpoint)."""
+        return self._pool
 
     @property
     def max_concurrency(self) -> int:
@@ -217,6 +242,8 @@ class OpenAICompatBackend:
         if not request.messages:
             raise BackendError("a chat request needs at least one message", retryable=False)
         arguments = self._arguments(request)
+        if self._pool is not None and request.affinity is not None:
+            arguments["extra_headers"] = {EPISODE_HEADER: request.affinity}
         if n > 1:
             arguments["n"] = n
         started = time.perf_counter()
@@ -251,6 +278,9 @@ class OpenAICompatBackend:
             await self._client.close()
 
     def __repr__(self) -> str:
+        if self._pool is not None:
+            urls = [display_url(url) for url in self._pool.urls]
+            return f"OpenAICompatBackend(base_urls={urls!r}, model={self._model!r})"
         return f"OpenAICompatBackend(base_url={display_url(self._base_url)!r}, model={self._model!r})"
 
     # -- one attempt ----------------------------------------------------------------------------------
@@ -280,6 +310,8 @@ class OpenAICompatBackend:
                     )
         except TimeoutError:
             raise _Failure(f"timed out after {self._timeout_s:g}s", retryable=True) from None
+        except NoReplicaLeftError as exc:  # every replica is dead: retrying cannot help
+            raise _Failure(str(exc), retryable=False) from None
         except openai.APIError as exc:
             raise self._classify(exc) from None
         return self._parse(raw.http_response.content, n)

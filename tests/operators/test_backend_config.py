@@ -133,7 +133,7 @@ def test_unknown_keys_are_errors_that_name_the_key(tmp_path: Path, where: tuple[
 
 
 def test_missing_keys_and_bad_values_are_named() -> None:
-    with pytest.raises(ConfigError, match=r"missing required key 'models\.gpt\.base_url'"):
+    with pytest.raises(ConfigError, match=r"'models\.gpt': .*set base_url \(one endpoint\) or base_urls"):
         parse_config({"executor": {"model": "gpt"}, "models": {"gpt": {"backend": "openai", "model": "m"}}})
     with pytest.raises(ConfigError, match=r"'models\.gpt': 'backend' must be one of openai, local, scripted"):
         parse_config({"executor": {"model": "gpt"}, "models": {"gpt": {"backend": "vllm"}}})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +21,7 @@ DirectorName = Literal["direct", "template", "policy"]
 DIRECTOR_NAMES: tuple[DirectorName, ...] = ("direct", "template", "policy")
 TEMPLATE_PREFIX = "template:"
 REPLAY_POLICY_URL = "http://policy-replay.invalid/v1"  # never contacted: the replay transport answers
+POLICY_REPLICAS_BASE_URL = "http://policy-replicas"  # a placeholder: the replica transport picks the host
 
 
 class PolicyEndpoint(BaseModel):
@@ -29,6 +30,9 @@ class PolicyEndpoint(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    # Replicas of the policy (`--policy-url` repeated), `url` among them: requests go through a `ReplicaPool`
+    # (least in flight, one episode sticking to one replica, a dead replica's requests sent to the others).
+    urls: list[Annotated[str, Field(pattern=r"^https?://\S+$")]] = Field(default_factory=list)
     model: str | None = None
     api_key_env: str | None = None  # the NAME of a variable holding the key, never the key
     seed: int | None = None
@@ -48,12 +52,17 @@ def _policy_director(endpoint: PolicyEndpoint) -> Director:
 
     transport: httpx2.AsyncBaseTransport | None = None
     model, url = endpoint.model, endpoint.url
+    if endpoint.replay is None and len(endpoint.urls) > 1:
+        from operators.backends.replicas import ReplicaPool, ReplicaTransport
+
+        transport = ReplicaTransport(ReplicaPool(endpoint.urls, role="policy"), failover=True)
+        url = POLICY_REPLICAS_BASE_URL
     if endpoint.replay is not None:
         replayer = replay_backend(endpoint.replay, policy=True)
         transport = ReplayPolicyTransport(replayer)
         model, url = model or replayer.model, url or REPLAY_POLICY_URL
     elif endpoint.record is not None:
-        transport = RecordingPolicyTransport(endpoint.record)
+        transport = RecordingPolicyTransport(endpoint.record, inner=transport)
     if not url or not model:
         raise ValueError("the policy director needs --policy-url and --policy-model")
     api_key = None

@@ -23,7 +23,12 @@ from training.evaluate.results import EvalConfig, ItemResult
 JOURNAL_NAME = "items.jsonl"
 JOURNAL_FORMAT = 1
 # The config fields an item's result depends on; the others (concurrency, limit, skip, data paths) only choose
-# which items run, so they may change between a run and its resumption.
+# which items run, so they may change between a run and its resumption. Likewise the URLs (`mcp_urls`,
+# `policy_urls`, `executor_urls`) only choose where an item runs: `mcp_url` and `policy_url` are compared by
+# what they locate (`_LOCATORS`: an in-process server or a remote one; a served policy, the shipped director or
+# none), not by address, so a resumed run may use other servers or replicas. What a remote policy is, is
+# compared by `policy_model` and `policy_weights`; a remote MCP server's executor is not known to the journal
+# (it never was: the same URL may serve another executor after a restart).
 IDENTITY_FIELDS = (
     "executor",
     "engine",
@@ -40,6 +45,18 @@ IDENTITY_FIELDS = (
 # be known (`_NOT_RECORDED`: journals written before the engine settings were), is not compared.
 # Within `policy_play`, a field added since reads as PolicyPlay's default (`recorded_identity`).
 _NOT_RECORDED = object()
+_REMOTE = "<remote>"
+
+
+def _located(value: Any) -> Any:
+    """What a recorded `mcp_url`/`policy_url` locates: None (in process / no policy), `shipped:NAME`, or a remote
+    server of any address."""
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        return _REMOTE
+    return value
+
+
+_LOCATORS = ("mcp_url", "policy_url")
 _IDENTITY_DEFAULTS: dict[str, Any] = {
     "workflow_digests": {},
     "engine": _NOT_RECORDED,
@@ -70,6 +87,8 @@ def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[s
     journal = {name: recorded.get(name, _IDENTITY_DEFAULTS.get(name)) for name in IDENTITY_FIELDS}
     if isinstance(journal["policy_play"], dict):
         journal["policy_play"] = recorded_identity(journal["policy_play"])
+    current = {**current, **{name: _located(current[name]) for name in _LOCATORS}}
+    journal.update({name: _located(journal[name]) for name in _LOCATORS})
     for name in _COMPARED_WHEN_KNOWN:
         if journal[name] is None or current[name] is None:
             journal[name] = _NOT_RECORDED

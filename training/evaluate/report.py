@@ -205,8 +205,17 @@ def markdown_report(report: EvalReport) -> str:
         f"executor: {config.executor or 'n/a'}; started {report.started_at}, took {report.wall_s:.1f} s"
         + (f" (plus {report.resumed_items} episodes graded before a resume)." if report.resumed_items else "."),
     ]
-    if config.mcp_url:
+    if len(config.mcp_urls) > 1:
+        servers = ", ".join(config.mcp_urls)
+        heading.append(
+            f"Canvas: the MCP servers at {servers}, sharing the episodes (their executors run the workflows)."
+        )
+    elif config.mcp_url:
         heading.append(f"Canvas: the MCP server at {config.mcp_url} (its own executor runs the workflows).")
+    if len(config.executor_urls) > 1:
+        heading.append(f"Executor replicas: {', '.join(config.executor_urls)}.")
+    if len(config.policy_urls) > 1:
+        heading.append(f"Policy replicas: {', '.join(config.policy_urls)}.")
     if config.replay:
         heading.append(f"Replayed offline from {config.replay}.")
     if not cells:

@@ -25,8 +25,12 @@ class EvalConfig(BaseModel):
     executor: str | None = None  # the executor model's identity (backend cache key), never a secret
     # the in-process engine's `[engine]` settings (re-asks and timeouts change results); None: a remote server's
     engine: dict[str, Any] | None = None
-    mcp_url: str | None = None  # None: an in-process server
-    policy_url: str | None = None
+    mcp_url: str | None = None  # None: an in-process server; else the first of `mcp_urls`
+    policy_url: str | None = None  # the first of `policy_urls` (`shipped:NAME` for the shipped director)
+    # Where episodes ran (recorded, not compared on --resume: they choose where an item runs, not what it is):
+    mcp_urls: list[str] = Field(default_factory=list)  # the MCP servers sharing the episodes (--mcp-url)
+    policy_urls: list[str] = Field(default_factory=list)  # the policy's replicas (--policy-url)
+    executor_urls: list[str] = Field(default_factory=list)  # the openai executor's endpoints (base_url(s))
     policy_model: str | None = None
     # what the server serves under policy_model (training/evaluate/policy_weights.py); None: unknown or replayed
     policy_weights: str | None = None

@@ -20,6 +20,7 @@ import anyio
 import structlog
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
+from operators.backends.replicas import AFFINITY
 from training.data import Problem
 from training.episodes import MakeClient, ScoreFn, describe_error, grade, run_director
 from training.evaluate.journal import item_key
@@ -168,6 +169,8 @@ async def evaluate(
 
     async def run_pair(index: int, director: Director, problem: Problem) -> None:
         nonlocal failures
+        # The episode's policy requests stick to one replica of a policy fleet (a task's own context).
+        AFFINITY.set(f"{director.name}/{problem.source}/{problem.id}")
         async with limiter:
             item = await run_episode(
                 director,
