@@ -132,12 +132,22 @@ def checkpoint_folders(root: Path) -> list[Path]:
     return [folder for _, folder in sorted(found)]
 
 
-def load_latest(root: Path, *, fingerprint: str) -> Restored:
-    """The newest complete checkpoint; refuses one written under a different configuration."""
+def latest_checkpoint(root: Path) -> Path:
+    """The newest complete checkpoint's folder."""
     folders = checkpoint_folders(root)
     if not folders:
         raise CheckpointError(f"--resume: no checkpoint in {root} (a run writes them every run.checkpoint_every steps)")
-    folder = folders[-1]
+    return folders[-1]
+
+
+def load_latest(root: Path, *, fingerprint: str) -> Restored:
+    """The newest complete checkpoint; refuses one written under a different configuration."""
+    return load_checkpoint(latest_checkpoint(root), fingerprint=fingerprint)
+
+
+def load_checkpoint(folder: Path, *, fingerprint: str) -> Restored:
+    """The checkpoint in `folder` (each rank of a data-parallel run loads the one rank 0 picked); refuses one
+    written under a different configuration."""
     state = CheckpointState.model_validate_json((folder / STATE_FILE).read_text(encoding="utf-8"))
     if state.fingerprint != fingerprint:
         raise CheckpointError(

@@ -57,11 +57,14 @@ def train_main(argv: list[str]) -> int:
 
     from operators.models.catalog import UnknownModelError
     from operators.models.errors import ModelPrepareError
+    from training.train.distributed import init_topology, shutdown
     from training.train.loop import RolloutFailure, Trainer
     from training.vllm import LoraSyncError, VLLMServerError
 
+    # Under torchrun (WORLD_SIZE > 1): one learner rank of a data-parallel run; otherwise the one process.
+    topology = init_topology()
     try:
-        summary = anyio.run(Trainer(config, resume=args.resume).run)
+        summary = anyio.run(Trainer(config, resume=args.resume, topology=topology).run)
     except (CheckpointError, ValueError, ModelPrepareError, UnknownModelError) as error:
         print(f"flowsteer train: error: {error}", file=sys.stderr)
         return USAGE_ERROR
@@ -71,6 +74,10 @@ def train_main(argv: list[str]) -> int:
     except RolloutFailure as error:
         print(f"flowsteer train: {error}", file=sys.stderr)
         return 1
+    finally:
+        shutdown(topology)
+    if not topology.is_main:
+        return 0
     print(
         f"trained steps {summary.first_step}..{summary.last_step} in {summary.wall_s:.0f} s; "
         f"metrics: {summary.out_dir}/metrics.jsonl, plots: {summary.out_dir}/plots/, "

@@ -11,6 +11,8 @@ Per training step N (1-based), `Trainer._step` runs these phases on the run's `R
   5. `_checkpoint_if_due` (every `checkpoint_every` steps, and plots), last, so a checkpoint covers everything
      its step wrote.
 The learner and the generator run in turn, so the adapter a rollout used is always the newest one.
+Under torchrun (`training/train/distributed.py`) rank 0 runs every phase; the other ranks take part in phase 2
+only, on the sequences rank 0 broadcasts (docs/design/training.md, "Data-parallel learner").
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ from training.traces.contested import keep_contested
 from training.train.checkpoint import (
     CheckpointError,
     CheckpointState,
-    load_latest,
+    Restored,
+    latest_checkpoint,
+    load_checkpoint,
     now_iso,
     prepare_run_folder,
     restore_rng,
@@ -59,6 +63,7 @@ from training.train.checkpoint import (
     save_checkpoint,
 )
 from training.train.config import TrainConfig
+from training.train.distributed import SINGLE, Topology, broadcast_object, broadcast_parameters
 from training.train.families import families_of, family_metrics, operator_push
 from training.train.metrics import MetricsLog
 from training.train.optim import build_optimizer
@@ -151,10 +156,35 @@ def resolve_policy_model(name_or_path: str) -> Path:
     return resolve_model(name_or_path)
 
 
+@dataclass
+class Learner:
+    """The policy and what its updates advance; identical on every rank of a data-parallel run."""
+
+    policy: PolicyModel
+    optimizer: torch.optim.AdamW
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    update_generator: torch.Generator
+
+    @classmethod
+    def build(cls, model_dir: Path, config: TrainConfig, restored: Restored | None, topology: Topology) -> Learner:
+        """The fresh learner (every rank seeded alike, then given rank 0's parameters) or the checkpoint's."""
+        update_generator = torch.Generator().manual_seed(config.run.seed)
+        policy = PolicyModel.for_config(model_dir, config, adapter_dir=restored.adapter_dir if restored else None)
+        if topology.distributed and restored is None:  # a checkpoint's adapter is the same file on every rank
+            broadcast_parameters(policy.trainable_parameters())
+        optimizer, scheduler = build_optimizer(policy.trainable_parameters(), config.optim, config.run.steps)
+        if restored is not None:
+            optimizer.load_state_dict(restored.trainer["optimizer"])
+            scheduler.load_state_dict(restored.trainer["scheduler"])
+            restore_rng(restored.trainer["rng"], update_generator)
+        return cls(policy, optimizer, scheduler, update_generator)
+
+
 class Trainer:
-    def __init__(self, config: TrainConfig, *, resume: bool = False) -> None:
+    def __init__(self, config: TrainConfig, *, resume: bool = False, topology: Topology = SINGLE) -> None:
         self.config = config
         self.resume = resume
+        self.topology = topology
         self.out_dir = Path(config.run.out_dir)
         self.checkpoints = self.out_dir / "checkpoints"
         self.adapters = self.out_dir / "adapters"
@@ -172,26 +202,49 @@ class Trainer:
     async def run(self) -> TrainSummary:
         started = time.monotonic()
         config = self.config
-        self._prepare_out_dir()
+        topology = self.topology
+        if topology.is_main:
+            self._prepare_out_dir()
         random.seed(config.run.seed)
         torch.manual_seed(config.run.seed)
-        update_generator = torch.Generator().manual_seed(config.run.seed)
         stream = ProblemStream(load_training_problems(config), seed=config.run.seed, shuffle=config.data.shuffle)
-        model_dir = resolve_policy_model(config.policy.model)
-
-        restored = load_latest(self.checkpoints, fingerprint=config.fingerprint()) if self.resume else None
-        policy = PolicyModel.for_config(model_dir, config, adapter_dir=restored.adapter_dir if restored else None)
-        optimizer, scheduler = build_optimizer(policy.trainable_parameters(), config.optim, config.run.steps)
-        done = 0
+        model_dir = resolve_policy_model(config.policy.model) if topology.is_main else None
+        # Rank 0 picks the checkpoint (and prepares the model) first; every rank then loads that very checkpoint.
+        folder = broadcast_object(self._latest_checkpoint() if topology.is_main else None, topology)
+        restored = load_checkpoint(folder, fingerprint=config.fingerprint()) if folder is not None else None
+        if model_dir is None:
+            model_dir = resolve_policy_model(config.policy.model)
+        learner = Learner.build(model_dir, config, restored, topology)
         if restored is not None:
-            optimizer.load_state_dict(restored.trainer["optimizer"])
-            scheduler.load_state_dict(restored.trainer["scheduler"])
-            restore_rng(restored.trainer["rng"], update_generator)
             stream.cursor = restored.state.cursor
-            done = restored.state.step
+        done = restored.state.step if restored is not None else 0
         if done >= config.run.steps:
             raise CheckpointError(f"the checkpoint is at step {done}; raise run.steps above it to train further")
+        if not topology.is_main:
+            await anyio.to_thread.run_sync(self._follow, learner)
+        else:
+            try:
+                await self._lead(learner, stream, model_dir, restored, done)
+            finally:
+                broadcast_object(None, topology)  # releases the other ranks, after the last step or an error
+            if config.logging.plots:
+                _plot(self.out_dir)
+        return TrainSummary(
+            out_dir=str(self.out_dir),
+            first_step=done + 1,
+            last_step=config.run.steps,
+            resumed_from=done if restored is not None else None,
+            wall_s=round(time.monotonic() - started, 2),
+        )
 
+    def _latest_checkpoint(self) -> Path | None:
+        return latest_checkpoint(self.checkpoints) if self.resume else None
+
+    async def _lead(
+        self, learner: Learner, stream: ProblemStream, model_dir: Path, restored: Restored | None, done: int
+    ) -> None:
+        """Rank 0 (the only rank of a one-process run): vLLM, rollouts, the update, logs, checkpoints, adapters."""
+        config = self.config
         with MetricsLog(self.out_dir, tensorboard=config.logging.tensorboard) as metrics:
             if restored is not None:
                 dropped = metrics.truncate_after(done)
@@ -203,30 +256,36 @@ class Trainer:
                     adapter = await service.resume_at(restored.adapter_dir, done)
                 else:
                     await service.lora.unload_later_than(-1)
-                    adapter = await service.lora.publish(policy.save_adapter(self.adapters / "step-0"), 0)
+                    adapter = await service.lora.publish(learner.policy.save_adapter(self.adapters / "step-0"), 0)
                 async with self._rollout_side(service) as (openai, make_client):
                     run = RunContext(
                         service=service,
-                        policy=policy,
-                        optimizer=optimizer,
-                        scheduler=scheduler,
+                        policy=learner.policy,
+                        optimizer=learner.optimizer,
+                        scheduler=learner.scheduler,
                         stream=stream,
-                        update_generator=update_generator,
+                        update_generator=learner.update_generator,
                         metrics=metrics,
                         openai=openai,
                         make_client=make_client,
                         adapter=adapter,
                     )
                     await self._train(run, done)
-        if config.logging.plots:
-            _plot(self.out_dir)
-        return TrainSummary(
-            out_dir=str(self.out_dir),
-            first_step=done + 1,
-            last_step=config.run.steps,
-            resumed_from=done if restored is not None else None,
-            wall_s=round(time.monotonic() - started, 2),
-        )
+
+    def _follow(self, learner: Learner) -> None:
+        """A rank other than 0: take part in each step's update on the sequences rank 0 broadcasts, until it
+        broadcasts None. It writes nothing: rank 0 logs, checkpoints and publishes the (identical) adapter."""
+        while (sequences := broadcast_object(None, self.topology)) is not None:
+            policy_update(
+                learner.policy,
+                learner.optimizer,
+                sequences,
+                self.config.optim,
+                self.config.loss,
+                learner.update_generator,
+                self.topology,
+            )
+            _step_schedule(learner.scheduler)
 
     @asynccontextmanager
     async def _rollout_side(self, service: PolicyService) -> AsyncIterator[tuple[AsyncOpenAI, MakeClient]]:
@@ -361,19 +420,20 @@ class Trainer:
     async def _learn(self, run: RunContext, batch: RolloutBatch) -> dict[str, float]:
         """Phase 2: the policy update on the batch's tokens (in a thread: the event loop keeps serving), then one
         step of the learning-rate schedule; returns the update's metrics and the rate it used."""
+        sequences = batch.training_sequences()
+        broadcast_object(sequences, self.topology)  # the other ranks' share of the update (none in one process)
         updated = await anyio.to_thread.run_sync(
             policy_update,
             run.policy,
             run.optimizer,
-            batch.training_sequences(),
+            sequences,
             self.config.optim,
             self.config.loss,
             run.update_generator,
+            self.topology,
         )
         lr = float(run.scheduler.get_last_lr()[0])
-        with warnings.catch_warnings():  # a step whose groups all had zero variance makes no update
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
-            run.scheduler.step()
+        _step_schedule(run.scheduler)
         return {**updated, "optim/lr": lr}
 
     async def _publish_adapter(self, run: RunContext, step: int) -> dict[str, float]:
@@ -478,6 +538,12 @@ class Trainer:
         for folder in self.adapters.glob("step-*"):
             if f"{name}@{folder.name.removeprefix('step-')}" not in loaded:
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+def _step_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
+    with warnings.catch_warnings():  # a step whose groups all had zero variance makes no update
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+        scheduler.step()
 
 
 def _require_some_success(batch: RolloutBatch, step: int) -> None:

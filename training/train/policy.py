@@ -43,6 +43,7 @@ class PolicyModel:
         self.model = model
         self.pad_id = pad_id
         self.chunk_size = chunk_size
+        self.sharded = False  # FSDP over the ranks (`distributed.fully_shard_policy`)
         disable_dropout(model)  # deterministic log-probs for the ratio: see the module docstring
 
     @classmethod

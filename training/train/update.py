@@ -4,6 +4,10 @@ Each minibatch is processed in micro-batches with gradient accumulation; every m
 by its share of the minibatch's policy tokens (token-mean) or sequences (sequence-mean), so the accumulated
 gradient is exactly the gradient of the minibatch-wide loss whatever the micro-batch size. Reference
 log-probs (adapter disabled) are computed once per step, before any update.
+
+On N ranks (`training.train.distributed`) every rank holds the whole batch and draws the same minibatches; each
+minibatch is sharded over the ranks by tokens, every rank weights its micro-batches by the *global* minibatch
+counts, and the gradients are summed over the ranks before clipping: the update is the one-process update.
 """
 
 from __future__ import annotations
@@ -19,23 +23,54 @@ from training.loss import LossMetrics, cwrpo_loss
 from training.rollout.samples import TurnSample
 from training.train.batching import collate, micro_batches, split_minibatches
 from training.train.config import LossSettings, OptimSettings
+from training.train.distributed import (
+    SINGLE,
+    Topology,
+    all_reduce_gradients,
+    all_reduce_max,
+    all_reduce_sums,
+    shard_by_tokens,
+    to_float,
+)
 from training.train.policy import PolicyModel
 
 _WEIGHTED = ("loss", "surrogate", "kl", "entropy", "ratio_mean", "clip_fraction", "approx_kl_behaviour")
 
 
 def _reference_tails(
-    policy: PolicyModel, sequences: Sequence[tuple[TurnSample, float]], lengths: list[int], size: int
+    policy: PolicyModel,
+    sequences: Sequence[tuple[TurnSample, float]],
+    lengths: list[int],
+    size: int,
+    needed: Sequence[int] | None = None,
+    at_least: int = 0,
 ) -> list[Tensor]:
-    """Per sequence, the base model's log-probs of its completion tokens (tail-aligned, no grad)."""
+    """Per sequence, the base model's log-probs of its completion tokens (tail-aligned, no grad); only for the
+    `needed` indices when given (the others are left empty). `at_least` forwards are run, the extra ones on the
+    first sequence and discarded (FSDP: every rank gathers the parameters as often as the others)."""
     tails: list[Tensor | None] = [None] * len(sequences)
-    for chunk in micro_batches(range(len(sequences)), lengths, size):
+    chunks = micro_batches(range(len(sequences)) if needed is None else needed, lengths, size)
+    for _ in range(at_least - len(chunks)):
+        policy.reference_logprobs(collate([sequences[0]], policy.pad_id))
+    for chunk in chunks:
         batch = collate([sequences[i] for i in chunk], policy.pad_id)
         reference = policy.reference_logprobs(batch)
         for row, index in enumerate(chunk):
             n = len(sequences[index][0].completion_ids)
             tails[index] = reference[row, batch.tail - n :].clone()
     return [t if t is not None else torch.zeros(0) for t in tails]
+
+
+def _most_chunks(
+    plan: list[list[list[int]]], tokens: Sequence[int], lengths: Sequence[int], size: int, world: int
+) -> int:
+    """The most reference micro-batches any rank runs: each rank's are those of its shards' union."""
+    owned: list[set[int]] = [set() for _ in range(world)]
+    for epoch in plan:
+        for minibatch in epoch:
+            for rank, shard in enumerate(shard_by_tokens(minibatch, tokens, world)):
+                owned[rank].update(shard)
+    return max(len(micro_batches(sorted(indices), lengths, size)) for indices in owned)
 
 
 def _stack_tails(tails: Sequence[Tensor], width: int) -> Tensor:
@@ -53,32 +88,67 @@ def policy_update(
     optim: OptimSettings,
     loss_settings: LossSettings,
     generator: torch.Generator,
+    topology: Topology = SINGLE,
 ) -> dict[str, float]:
-    """Run the step's optimizer updates; returns step metrics (means over updates, `loss/ratio_max` the max)."""
+    """Run the step's optimizer updates; returns step metrics (means over updates, `loss/ratio_max` the max).
+
+    On several ranks every rank must call it with the same `sequences` and generator state (see the module
+    docstring); the metrics returned are the global ones, on every rank."""
     started = time.monotonic()
     if not sequences:
         return {"optim/updates": 0.0, "optim/sequences": 0.0, "optim/policy_tokens": 0.0, "time/update_s": 0.0}
     lengths = [len(s.prompt_ids) + len(s.completion_ids) for s, _ in sequences]
     with_kl = loss_settings.kl_beta > 0
     with_entropy = loss_settings.entropy_coef > 0
+    tokens = [s.n_policy_tokens for s, _ in sequences]
+    # Every epoch's minibatches, drawn up front (the generator's draws are those of a loop drawing them one by
+    # one); each minibatch's shard of this rank: the rank's reference log-probs cover exactly its shards.
+    plan = [split_minibatches(len(sequences), optim.minibatches, generator) for _ in range(optim.ppo_epochs)]
+    shards = [[shard_by_tokens(mb, tokens, topology.world)[topology.rank] for mb in epoch] for epoch in plan]
+    needed = sorted({i for epoch in shards for shard in epoch for i in shard})
+    # FSDP gathers parameters in every forward: its ranks must run as many forwards (and backwards) as each other.
+    sharded = policy.sharded and topology.distributed
     policy.eval()  # reference log-probs without dropout
-    references = _reference_tails(policy, sequences, lengths, optim.micro_batch_size) if with_kl else []
+    references = (
+        _reference_tails(
+            policy,
+            sequences,
+            lengths,
+            optim.micro_batch_size,
+            needed,
+            _most_chunks(plan, tokens, lengths, optim.micro_batch_size, topology.world) if sharded else 0,
+        )
+        if with_kl
+        else []
+    )
     policy.train()
     params = policy.trainable_parameters()
     sums: dict[str, float] = {}
     grad_norms: list[float] = []
     ratio_max = 0.0
     updates = 0
-    for _ in range(optim.ppo_epochs):
-        for minibatch in split_minibatches(len(sequences), optim.minibatches, generator):
-            chosen = [sequences[i] for i in minibatch]
-            tokens_total = sum(s.n_policy_tokens for s, _ in chosen)
-            sequences_total = sum(s.n_policy_tokens > 0 for s, _ in chosen)
+    for epoch, epoch_shards in zip(plan, shards, strict=True):
+        for minibatch, shard in zip(epoch, epoch_shards, strict=True):
+            # The minibatch-wide (global) counts: every rank's loss is a share of the whole minibatch's mean.
+            tokens_total = sum(tokens[i] for i in minibatch)
+            sequences_total = sum(tokens[i] > 0 for i in minibatch)
             if tokens_total == 0:
                 continue
             optimizer.zero_grad(set_to_none=True)
             update: dict[str, float] = {}
-            for micro in micro_batches(minibatch, lengths, optim.micro_batch_size):
+            micros = micro_batches(shard, lengths, optim.micro_batch_size)
+            if sharded:  # zero-weight micro-batches so every rank runs the same number of forwards/backwards
+                most = max(
+                    len(micro_batches(other, lengths, optim.micro_batch_size))
+                    for other in shard_by_tokens(minibatch, tokens, topology.world)
+                )
+                micros += [[]] * (most - len(micros))
+            for micro in micros:
+                if not micro:
+                    batch = collate([sequences[minibatch[0]]], policy.pad_id)
+                    logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
+                    (logp.sum() * 0.0 + (entropy.sum() * 0.0 if entropy is not None else 0.0)).backward()
+                    continue
                 batch = collate([sequences[i] for i in micro], policy.pad_id)
                 logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
                 reference = _stack_tails([references[i] for i in micro], batch.tail) if with_kl else None
@@ -98,19 +168,26 @@ def policy_update(
                     weight = metrics.n_tokens / tokens_total
                 else:
                     weight = metrics.n_sequences / sequences_total
-                (loss * weight).backward()
+                # FSDP reduce-scatters the mean of the ranks' gradients: scaled by the ranks, it is their sum.
+                (loss * (weight * topology.world if sharded else weight)).backward()
                 _accumulate(update, metrics, weight)
                 ratio_max = max(ratio_max, metrics.ratio_max)
-            norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip)
-            if not math.isfinite(float(norm)):
-                raise FloatingPointError(f"gradient norm is {float(norm)}: the update would corrupt the adapter")
+            if topology.distributed:
+                if not sharded:
+                    all_reduce_gradients(params)  # SUM: each rank's share is already weighted by the global counts
+                update = all_reduce_sums(update, _WEIGHTED)
+            norm = to_float(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"gradient norm is {norm}: the update would corrupt the adapter")
             optimizer.step()
-            grad_norms.append(float(norm))
+            grad_norms.append(norm)
             updates += 1
             for name, value in update.items():
                 sums[name] = sums.get(name, 0.0) + value
     optimizer.zero_grad(set_to_none=True)
     policy.eval()
+    if topology.distributed:
+        ratio_max = all_reduce_max(ratio_max)
     out = {f"loss/{name}": value / updates for name, value in sums.items()} if updates else {}
     out.update(
         {
@@ -123,6 +200,8 @@ def policy_update(
             "time/update_s": time.monotonic() - started,
         }
     )
+    if topology.distributed:
+        out["dist/ranks"] = float(topology.world)
     return out
 
 
