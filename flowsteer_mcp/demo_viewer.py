@@ -1,5 +1,5 @@
 """The demo's live viewer: `flowsteer-mcp view` on the demo server's store, so a person can watch the workflow
-being built in a browser while `make demo` runs (issue #13).
+being built in a browser while `make demo` runs.
 
 Why a second process on a file: the demo's server runs over stdio as an assistant would start it, and that is
 exactly the case `flowsteer-mcp view` exists for. The store file lives in the demo's folder under the user's

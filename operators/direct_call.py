@@ -3,9 +3,9 @@
 Why it lives with the operators: it is both the `direct` baseline and the first step of a workflow. A solver
 node that starts a workflow (`fresh_start`) asks exactly this, with no system message of ours, so a one-solver
 workflow's greedy draw *is* the direct answer and sampling adds candidates around it instead of replacing it
-with a weaker framing (issue #10: greedy workflow steps under the workflow framing scored 10-13 points below this
+with a weaker framing (measured: greedy workflow steps under the workflow framing scored 10-13 points below this
 call on HumanEval and GSM8K). The node's own prompt, if it has one, is added to this call rather than replacing
-it (issue #12: the library's "Reason step by step and state the final number." as the whole job solved 5 of 30
+it (measured: the library's "Reason step by step and state the final number." as the whole job solved 5 of 30
 GSM8K problems where the bare call solved 9, and trained directors write such prompts into most of their solvers).
 Code is the exception: a prompted code solver keeps the workflow framing, because its draws feed selection by
 execution, and a trained director's sampled code candidates passed the public tests less often under the direct

@@ -93,7 +93,7 @@ def context_sections(
 
     Code tasks always show their visible example tests, as the `direct` baseline's prompt does: they pin down
     names, argument order and the expected output form, and a workflow step must not know less than a single
-    direct call does (issue #10: MBPP programs written without them returned True/False where the tests
+    direct call does (MBPP programs written without them returned True/False where the tests
     expected "Valid"/"Invalid").
     """
     sections = [Section("Problem", inputs.problem)]

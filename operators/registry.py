@@ -9,7 +9,7 @@ from typing import get_args
 
 import structlog
 
-from operators.base import Category, Operator, OperatorSpec, Role, TaskType
+from operators.base import Operator, OperatorSpec, TaskType
 from operators.errors import OperatorsError
 from operators.specs import BUILTIN_SPECS
 
@@ -90,12 +90,6 @@ class OperatorRegistry:
         """The specs a rule asks for (a role, a category, a capability), in registration order, so that rules
         name no operator and a plug-in that declares the same takes part."""
         return [s for s in self.specs(include_legacy=include_legacy) if predicate(s)]
-
-    def by_category(self, category: Category, *, include_legacy: bool = True) -> list[str]:
-        return [s.name for s in self.matching(lambda s: s.category == category, include_legacy=include_legacy)]
-
-    def by_role(self, role: Role, *, include_legacy: bool = True) -> list[str]:
-        return [s.name for s in self.matching(lambda s: s.role == role, include_legacy=include_legacy)]
 
 
 def in_hint_order(specs: Iterable[OperatorSpec]) -> list[OperatorSpec]:

@@ -54,7 +54,8 @@ class FlowSteerV4Weights(_StrictModel):
 
 
 class MilestoneWeights(_StrictModel):
-    """Weights of the progressive milestone schedule (reference `training_interactive.yaml`).
+    """Weights of the progressive milestone schedule (`reward.schedule: milestones`), with the defaults of the
+    reference FlowSteer implementation's interactive-training config (docs/design/training.md, "Reward").
 
     `unique_types` / `total_operators` map a threshold to the bonus earned when the count reaches it.
     """

@@ -4,7 +4,7 @@ Why it is built to be strong: a workflow's gain only counts over the best single
 So the call is `operators.direct_call`'s (no system message of ours, the instruction in the user turn, math
 answers in `\\boxed{}`), with no reply-length cap of our own (the backend's sampling `max_tokens` applies).
 Imports that the task's own code stub declares are kept when the model's program leaves them out. The checks
-behind these choices: docs/runs (issue #10).
+behind these choices: docs/runs.
 """
 
 from __future__ import annotations

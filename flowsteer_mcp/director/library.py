@@ -7,7 +7,7 @@ the server validates every entry like any other import.
 
 `classic` in each task type is the workflow the `template` director built before the library existed, kept so
 the old measurement stays reproducible. `DEFAULT_WORKFLOW` is the one setting that says which entry plain
-`template` runs; change it only on measured evidence (issue #10: the winner per task type becomes the default).
+`template` runs; change it only on measured evidence (the measured winner per task type becomes the default).
 """
 
 from __future__ import annotations
@@ -85,10 +85,11 @@ _SHORT = "Answer the question from the given information in a few words."
 _QA_VOTE = "Choose the short answer most candidates agree on."
 _SPAN = "Output only the short answer span."
 _DIRECT = None  # no prompt: a first solver then asks the direct call itself (operators.direct_call.fresh_start)
-# Peers (issue #34): AFlow's optimised workflows (Zhang et al., ICLR 2025), as published in the results of its
-# runs (the `bluehalk/AFlow` fork @ 00e983e, data/results/results/<DATASET>/graphs_test: HumanEval round 5,
-# MBPP round 14, GSM8K round 10). Their prompts are paraphrased here, in our words and about their length; what
-# the canvas cannot reproduce is listed in docs/design/evaluation.md, "Peers".
+# Peers, published workflows measured beside ours: AFlow's optimised workflows (Zhang et al., ICLR 2025), as
+# published in the results of its runs (the `bluehalk/AFlow` fork @ 00e983e,
+# data/results/results/<DATASET>/graphs_test: HumanEval round 5, MBPP round 14, GSM8K round 10). Their prompts are
+# paraphrased here, in our words and about their length; what the canvas cannot reproduce is listed in
+# docs/design/evaluation.md, "Peers".
 _AFLOW_IMPROVE = (
     "An earlier program failed some tests. Read the task again, cover every edge case and requirement, and write "
     "a better, efficient solution."
@@ -362,7 +363,7 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
     ),
 }
 
-# The entry plain `template` runs per task type, chosen by measurement (issue #10). code: direct8-exec on the
+# The entry plain `template` runs per task type, chosen by measurement. code: direct8-exec on the
 # HumanEval (82) and MBPP (100) dev slices with broken samples dropped (`[engine] sampled_reasks = 0`): 74.4 / 67.0
 # vs direct 58.5 / 51.0, pooled McNemar 30 / 1 (p < 0.001), 6.4x tokens (docs/runs/full-code). sample8-exec, the
 # same sampling under the workflow's own prompt, led the n=30 screen (docs/runs/screen-code-30b) and tied it on the

@@ -1,4 +1,4 @@
-"""The read-only web viewer: the live canvas and the episode browser (issue #13).
+"""The read-only web viewer: the live canvas and the episode browser.
 
 Why a package of its own: viewing must never change a workflow, so it depends on the canvas core and the
 store only, never on the MCP tool layer or on `training`. The graph is drawn as SVG in Python

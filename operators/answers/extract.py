@@ -1,7 +1,7 @@
 """Find the final answer inside a free-form response.
 
-Shared by the scorer (`training/scoring/extract.py` re-exports it) and by answer votes inside workflows, so
-both read the same answer out of a response.
+Shared by the scorer (`training/scoring`) and by answer votes inside workflows, so both read the same answer
+out of a response.
 
 Why explicit, ordered rules: a workflow's last output is often a whole explanation. The grader must compare
 the answer the response commits to, and say which rule found it (`Extraction.how`), so a surprising score

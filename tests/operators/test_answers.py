@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from operators.answers import answers_equivalent, majority_index, math_equivalence, normalise_answer
+from operators.answers.extract import extract_final_answer
 from operators.answers.voting import answer_classes, final_answer
 from operators.library._answers import answers_agree
 from training.scoring import qa_check
-from training.scoring.extract import extract_final_answer
 from training.scoring.math_check import check_math
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from operators.answers.exact_numbers import ExactNumber, numbers_match, parse_exact_number
+from operators.answers.extract import boxed_contents, extract_final_answer
 from training.data import Problem
 from training.scoring import ScoreResult, score, score_text
-from training.scoring.exact_numbers import ExactNumber, numbers_match, parse_exact_number
-from training.scoring.extract import boxed_contents, extract_final_answer
 
 MATHQA_OPTIONS = {"a": "500", "b": "600", "c": "700", "d": "rs . 800", "e": "none of these"}
 

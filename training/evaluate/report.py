@@ -60,7 +60,7 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def per_1k_tokens(score_mean: float, mean_tokens: float) -> float | None:
-    """Score bought per 1000 executor tokens (issue #10: a cheaper workflow within a point of the best wins)."""
+    """Score bought per 1000 executor tokens (the selection rule: a cheaper workflow within a point of the best wins)."""
     return 1000 * score_mean / mean_tokens if mean_tokens > 0 else None
 
 

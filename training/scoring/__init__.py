@@ -4,9 +4,10 @@
     result = score_text(problem, answer)           # math / QA only, synchronous
 
 `ScoreResult.score` is the reward-ready value in [0, 1]; `correct` is strict correctness; `method` and
-`details` say how the verdict was reached. Modules: `extract` (final-answer extraction), `exact_numbers`,
-`math_check` (math-verify plus exact numbers), `multiple_choice` (MathQA letters), `qa_check` (SQuAD
-normalisation, F1/EM), `code_check` (hidden tests in the sandbox), `judge` (optional LLM-judge hook).
+`details` say how the verdict was reached. Modules: `math_check` (math-verify plus exact numbers),
+`multiple_choice` (MathQA letters), `qa_check` (SQuAD normalisation, F1/EM), `code_check` (hidden tests in the
+sandbox), `judge` (optional LLM-judge hook). Final-answer extraction and exact numbers live in
+`operators.answers.extract` and `operators.answers.exact_numbers`, shared with the answer votes in workflows.
 """
 
 from training.scoring.judge import AnswerJudge, JudgeVerdict

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from training.scoring.exact_numbers import parse_exact_number
-from training.scoring.extract import Extraction, extract_final_answer
+from operators.answers.exact_numbers import parse_exact_number
+from operators.answers.extract import Extraction, extract_final_answer
 
 _TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}")
 _DEFAULT_LETTERS = "abcde"

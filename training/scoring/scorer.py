@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import structlog
 
+from operators.answers.extract import extract_final_answer, extract_short_answer
 from training.data import Problem
 from training.scoring.code_check import score_code
-from training.scoring.extract import extract_final_answer, extract_short_answer
 from training.scoring.math_check import check_math
 from training.scoring.multiple_choice import extract_choice
 from training.scoring.qa_check import check_qa
