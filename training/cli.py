@@ -12,7 +12,8 @@ import hashlib
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +25,9 @@ from flowsteer_mcp.logs import configure_logging
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from flowsteer_mcp.director.card import ShippedDirector
     from flowsteer_mcp.director.episode import Director
+    from flowsteer_mcp.director.served import ServedDirector, ServeMode
     from flowsteer_mcp.server.app import FlowSteerServer
     from operators.backends.base import ChatBackend
     from training.data import Problem
@@ -265,22 +268,38 @@ def _models(argv: list[str]) -> int:
     return cli_prepare(argv[1:] if argv[0] == "prepare" else ["list", *argv[1:]])
 
 
+@asynccontextmanager
+async def _serve_shipped_director(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+    """The shipped director's server, imported only when a command serves one: its vLLM launcher needs the
+    training extra, which `flowsteer demo`, `solve` and `serve` do not otherwise need."""
+    from training.serve_director import serve_shipped_director
+
+    async with serve_shipped_director(shipped, mode) as served:
+        yield served
+
+
+def _serving_failed(error: BaseException) -> bool:
+    """Whether `error` is the serving module's own error (it can be only if that module was imported)."""
+    module = sys.modules.get("training.serve_director")
+    return module is not None and isinstance(error, module.DirectorServingError)
+
+
 def _demo(argv: list[str]) -> int:
     from flowsteer_mcp.demo import demo_main
-    from training.serve_director import DirectorServingError, serve_shipped_director
 
     try:
-        return demo_main(argv, serve_director=serve_shipped_director)
-    except DirectorServingError as error:
+        return demo_main(argv, serve_director=_serve_shipped_director)
+    except Exception as error:
+        if not _serving_failed(error):
+            raise
         print(f"flowsteer demo: error: {error}", file=sys.stderr)
         return RUN_FAILED
 
 
 def _serve(argv: list[str]) -> int:
     from flowsteer_mcp.cli import mcp_main
-    from training.serve_director import serve_shipped_director
 
-    return mcp_main(argv, serve_director=serve_shipped_director)  # --serve-director serves the shipped director
+    return mcp_main(argv, serve_director=_serve_shipped_director)  # --serve-director serves the shipped director
 
 
 def _solve(argv: list[str]) -> int:
@@ -292,11 +311,11 @@ def _solve(argv: list[str]) -> int:
             raise
         print(f"flowsteer solve: not available in this build ({module_name} is missing)", file=sys.stderr)
         return USAGE_ERROR
-    from training.serve_director import DirectorServingError, serve_shipped_director
-
     try:
-        return int(module.solve_main(argv, serve_director=serve_shipped_director))
-    except DirectorServingError as error:
+        return int(module.solve_main(argv, serve_director=_serve_shipped_director))
+    except Exception as error:
+        if not _serving_failed(error):
+            raise
         print(f"flowsteer solve: error: {error}", file=sys.stderr)
         return RUN_FAILED
 

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from tests.store.test_store_contract import record
@@ -26,6 +27,7 @@ if (reason := missing_postgres_reason()) is not None and not REQUIRE_POSTGRES:
 
 import psycopg  # only once the skip above has not happened
 
+from flowsteer_mcp.store import postgres as postgres_module
 from flowsteer_mcp.store.base import StoreSchemaError, open_store
 from flowsteer_mcp.store.postgres import SCHEMA_VERSION, PostgresStore, StoreUnavailable, masked_dsn
 
@@ -159,11 +161,16 @@ async def test_sessions_commit_durably_even_when_the_database_says_otherwise(pos
         assert await cursor.fetchone() == ("on",)
 
 
-def test_the_password_is_masked_in_logs_and_errors(postgres_server: PostgresServer, postgres_dsn: str) -> None:
+def test_the_password_is_masked_in_logs_and_errors(
+    postgres_server: PostgresServer, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     password = postgres_server.password
     assert password in postgres_dsn
     assert password not in masked_dsn(postgres_dsn) and "password=***" in masked_dsn(postgres_dsn)
     assert "password=***" in masked_dsn(f"host=db user=u password={password}")
+    # A fresh logger: the module's own may have been cached by an earlier test's logging set-up, and a cached
+    # logger writes past `capture_logs`.
+    monkeypatch.setattr(postgres_module, "log", structlog.get_logger(postgres_module.__name__))
     with capture_logs() as logs:
         store = open_store(postgres_dsn)
         anyio.run(store.close)

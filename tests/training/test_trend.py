@@ -97,7 +97,8 @@ def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:
     batch = RolloutBatch(episodes=episodes, advantages=stats, mode="markovian", grouping="problem", wall_s=1.0)
     trainer = Trainer(config)
     with MetricsLog(trainer.out_dir, tensorboard=False) as metrics:
-        run = SimpleNamespace(metrics=metrics, stream=SimpleNamespace(cursor=SimpleNamespace(epoch=0)))
+        service = SimpleNamespace(replicas=SimpleNamespace(n_alive=1), lora=SimpleNamespace(failed_loads=0))
+        run = SimpleNamespace(metrics=metrics, stream=SimpleNamespace(cursor=SimpleNamespace(epoch=0)), service=service)
         outcome = StepOutcome(
             step=1, started=time.monotonic(), problems=[], adapter_used="r@0", batch=batch, learned={}, sync_check={}
         )
@@ -106,6 +107,7 @@ def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:
     assert [row["episode_id"] for row in rows] == [e.episode_id for e in episodes]
     assert values["family/vote"] == pytest.approx(2 / 3) and values["family/single_call"] == pytest.approx(1 / 3)
     assert "push/operators" not in values  # no episode was given an advantage
+    assert values["vllm/replicas_alive"] == 1.0 and values["vllm/adapter_load_failures"] == 0.0
     assert values["family_reward/vote"] == pytest.approx(episodes[0].reward.total)
     assert "family_reward/revision" not in values
     logged = read_metrics(trainer.out_dir / "metrics.jsonl")[0]
