@@ -204,8 +204,10 @@ def shared_calls(config: EvalConfig) -> str | None:
 
 
 def is_failed(item: ItemResult) -> bool:
-    """An episode that raised or never finished is no measurement of the director's accuracy."""
-    return item.error is not None or not item.finished
+    """A run failure (the harness's own rule: the episode could not run or be graded, through no act of the
+    workflow) or an episode that never finished is no measurement of the director's accuracy. A workflow that
+    ends without an answer is an outcome: it is already scored 0 and counts as a measurement."""
+    return item.run_failure or not item.finished
 
 
 def failure_counts(items: Sequence[ItemResult]) -> Counter[str]:
@@ -220,7 +222,7 @@ def check_failures(items: Sequence[ItemResult], allow: bool) -> list[ItemResult]
     if not allow:
         detail = ", ".join(f"{director}: {count}" for director, count in sorted(counts.items()))
         raise SystemExit(
-            f"refusing: the report(s) hold {sum(counts.values())} failed episodes (error or not finished) - {detail}. "
+            f"refusing: the report(s) hold {sum(counts.values())} failed episodes (run failure or not finished) - {detail}. "
             "Resume the run to finish them, or pass --allow-failures to count them as wrong."
         )
     return [item.model_copy(update={"correct": False, "score": 0.0}) if is_failed(item) else item for item in items]
@@ -478,7 +480,7 @@ def footnote(columns: Columns) -> str:
     if columns.shared_calls:
         text += " " + wall_note(columns.shared_calls)
     if columns.show_failures:
-        text += " Failures: episodes with an error or not finished, counted as wrong (--allow-failures)."
+        text += " Failures: run failures or unfinished episodes, counted as wrong (--allow-failures)."
     return text
 
 

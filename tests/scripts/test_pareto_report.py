@@ -151,9 +151,22 @@ def test_oracle_share_and_gap_use_the_items_with_a_known_oracle() -> None:
 
 def failed_report(tmp_path: Path) -> Path:
     items = director_items("direct", 2, 100, n=4) + director_items("sc", 3, 400, n=4)
-    items[5] = episode("sc", 1, True, 400, error="server down")
+    items[5] = episode("sc", 1, True, 400, error="server down", score_method="episode_error")
     items[6] = episode("sc", 2, True, 400, finished=False)
     return write_report(tmp_path / "report.json", items)
+
+
+def test_a_workflow_that_answers_nothing_is_a_scored_outcome_not_a_failed_run(tmp_path: Path) -> None:
+    items = director_items("direct", 2, 100, n=4) + director_items("sc", 3, 400, n=4)
+    items[6] = episode("sc", 2, False, 400, answer="", error="the workflow produced no answer", score_method="no_code")
+    out = tmp_path / "out"
+    pareto.main(
+        ["--report", str(write_report(tmp_path / "report.json", items)), "--baseline", "direct", "--out", str(out)]
+    )
+    sc_row = next(
+        line for line in (out / "pareto.md").read_text(encoding="utf-8").splitlines() if line.startswith("| sc |")
+    )
+    assert sc_row.startswith("| sc | 50.0 (2/4) |")
 
 
 def test_failed_episodes_are_refused_without_writing_anything(
