@@ -93,6 +93,7 @@ class ReplicaPool:
 
     no_replica_error: ClassVar[type[Exception]] = NoReplicaLeftError
     dead_event: ClassVar[str] = "replica_dead"  # the log event of `mark_dead`
+    revived_event: ClassVar[str] = "replica_revived"  # the log event of `revive`
 
     def __init__(self, urls: Sequence[str], *, role: str = "policy", max_leases: int | None = None) -> None:
         cleaned = [url.rstrip("/") for url in urls]
@@ -108,6 +109,7 @@ class ReplicaPool:
         self.replicas = [Replica(index, url) for index, url in enumerate(cleaned)]
         self._leases: dict[str, _Lease] = {}
         self.deaths = 0  # replicas marked dead since the pool was made
+        self.revivals = 0  # dead replicas put back after a restart
 
     @property
     def urls(self) -> list[str]:
@@ -182,6 +184,15 @@ class ReplicaPool:
         log.warning(
             self.dead_event, role=self.role, url=replica.url, reason=reason, episodes_lost=lost, alive=self.n_alive
         )
+
+    def revive(self, url: str) -> None:
+        """Put a replica that was restarted back in rotation, with nothing in flight (its old requests failed)."""
+        replica = self.replica(url)
+        if replica.alive:
+            return
+        replica.alive, replica.reason, replica.in_flight = True, None, 0
+        self.revivals += 1
+        log.info(self.revived_event, role=self.role, url=replica.url, alive=self.n_alive)
 
     def require_alive(self) -> None:
         """Raise the pool's `no_replica_error`, naming each replica's cause of death, when none is alive."""

@@ -38,6 +38,7 @@ class VLLMReplicaDouble:
         served_name: str = "policy",
         responder: Callable[[dict[str, Any]], Any] | None = None,
         die_after: int | None = None,
+        port: int = 0,  # 0: a free one; a killed double's port: the same replica started again
     ) -> None:
         self.served_name = served_name
         self.responder = responder
@@ -53,7 +54,7 @@ class VLLMReplicaDouble:
         self.entered = threading.Event()  # set once a chat call has arrived (held calls included)
         self._lock = threading.Lock()
         self._chat_calls = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()

@@ -97,7 +97,9 @@ def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:
     batch = RolloutBatch(episodes=episodes, advantages=stats, mode="markovian", grouping="problem", wall_s=1.0)
     trainer = Trainer(config)
     with MetricsLog(trainer.out_dir, tensorboard=False) as metrics:
-        service = SimpleNamespace(replicas=SimpleNamespace(n_alive=1), lora=SimpleNamespace(failed_loads=0))
+        service = SimpleNamespace(
+            replicas=SimpleNamespace(n_alive=1, deaths=0), lora=SimpleNamespace(failed_loads=0), restarts=0
+        )
         run = SimpleNamespace(metrics=metrics, stream=SimpleNamespace(cursor=SimpleNamespace(epoch=0)), service=service)
         outcome = StepOutcome(
             step=1, started=time.monotonic(), problems=[], adapter_used="r@0", batch=batch, learned={}, sync_check={}

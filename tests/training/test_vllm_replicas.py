@@ -223,6 +223,30 @@ async def test_a_replica_that_cannot_load_the_adapter_is_marked_dead_and_counted
         await sync.aclose()
 
 
+async def test_a_restarted_replica_is_served_the_current_adapter_before_it_rejoins(tmp_path: Path) -> None:
+    with VLLMReplicaDouble() as a, VLLMReplicaDouble() as b:
+        pool = ReplicaPool([a.base_url, b.base_url])
+        sync = ReplicaSync(pool, "run", max_loaded=2)
+        await sync.publish(adapter(tmp_path, 0), 0)
+        a.close()
+        step_1 = adapter(tmp_path, 1)
+        await sync.publish(step_1, 1)
+        assert pool.alive == [b.base_url]
+        port = int(a.base_url.rsplit(":", 1)[1])
+        with VLLMReplicaDouble(port=port) as restarted:  # the same URL, nothing loaded
+            with pytest.raises(LoraSyncError):  # a failed load leaves it dead
+                await sync.revive(restarted.base_url, tmp_path / "missing", 1)
+            assert pool.alive == [b.base_url]
+            await sync.revive(restarted.base_url, step_1, 1)
+            assert pool.alive == [restarted.base_url, b.base_url] and pool.revivals == 1
+            assert restarted.adapters == {"run@1": str((tmp_path / "step-1").resolve())}
+            deltas = await sync.verify_each(PROBE, base_model="policy", adapter="run@1")
+            assert set(deltas) == {restarted.base_url, b.base_url}
+            assert await sync.publish(adapter(tmp_path, 2), 2) == "run@2"  # it takes the next steps with the others
+            assert set(restarted.adapters) == set(b.adapters) == {"run@1", "run@2"}
+        await sync.aclose()
+
+
 async def test_with_one_replica_a_failed_load_is_raised_as_before(tmp_path: Path) -> None:
     with VLLMReplicaDouble() as only:
         sync = ReplicaSync(ReplicaPool([only.base_url]), "run")
@@ -257,10 +281,21 @@ def test_vllm_takes_one_of_url_urls_and_replicas() -> None:
         parse_train_config(base_config(replicas=0))
 
 
+def test_replica_env_gives_each_started_server_its_own_mapping() -> None:
+    settings = VLLMSettings(replicas=2, env={"A": "1"}, replica_env=[{"CUDA_VISIBLE_DEVICES": "2"}, {"B": "x"}])
+    assert settings.replica_env[1] == {"B": "x"}
+    with pytest.raises(ValueError, match=r"replica_env has 1 entries but the run starts 2"):
+        VLLMSettings(replicas=2, replica_env=[{"CUDA_VISIBLE_DEVICES": "2"}])
+    with pytest.raises(ValueError, match=r"starts 0 server"):
+        VLLMSettings(urls=["http://a:1", "http://b:1"], replica_env=[{}, {}])
+
+
 def test_where_the_replicas_run_does_not_change_the_fingerprint() -> None:
     single = parse_train_config(base_config())
     assert parse_train_config(base_config(urls=["http://a:1", "http://b:1"])).fingerprint() == single.fingerprint()
     assert parse_train_config(base_config(replicas=4)).fingerprint() == single.fingerprint()
+    pinned = base_config(replicas=2, replica_env=[{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}])
+    assert parse_train_config(pinned).fingerprint() == single.fingerprint()
 
 
 async def test_the_policy_service_attaches_to_every_url_and_publishes_on_each(tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ from operators.backends.base import ChatBackend
 from operators.backends.config import OpenAIModelConfig
 from operators.backends.factory import build_backend
 from training.train.config import PolicyServerExecutor, TrainConfig
-from training.vllm import VLLMServer
+from training.vllm import LoraSyncError, VLLMServer
 from training.vllm.replicas import ReplicaPool, ReplicaSync
-from training.vllm.server import free_port, vllm_python
+from training.vllm.server import VLLMServerError, free_port, vllm_python
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +36,7 @@ class PolicyService:
         self.servers: list[VLLMServer] = []
         self.pool: ReplicaPool | None = None
         self.sync: ReplicaSync | None = None
+        self.restarts = 0  # dead replicas started again and back in rotation
 
     async def open(self) -> PolicyService:
         """Attach to the configured servers, or start `vllm.replicas` (default 1) and wait for all of them
@@ -51,25 +52,7 @@ class PolicyService:
             if port not in ports:
                 ports.append(port)
         for index, port in enumerate(ports):
-            log_path = self.log_path if count == 1 else self.log_path.with_name(f"{self.log_path.stem}-{index}.log")
-            self.servers.append(
-                VLLMServer.start(
-                    self.model_dir,
-                    served_name=settings.served_name,
-                    port=port,
-                    max_lora_rank=self.config.policy.lora.r,
-                    max_loras=settings.max_loras,
-                    dtype=settings.dtype,
-                    enforce_eager=settings.enforce_eager,
-                    max_model_len=settings.max_model_len,
-                    python=settings.python or vllm_python(),
-                    extra_args=settings.extra_args,
-                    env=settings.env,
-                    log_path=log_path,
-                    ready_timeout_s=settings.ready_timeout_s,
-                    wait=False,
-                )
-            )
+            self.servers.append(self._start(index, port))
         if count:
             async with anyio.create_task_group() as group:
                 for server in self.servers:
@@ -77,6 +60,56 @@ class PolicyService:
         self.pool = ReplicaPool([server.base_url for server in self.servers])
         self.sync = ReplicaSync(self.pool, self.config.run.name, max_loaded=settings.max_loras)
         return self
+
+    def _start(self, index: int, port: int) -> VLLMServer:
+        """Launch replica `index` on `port` (not waiting for it); with several, each has its own log file."""
+        settings = self.config.vllm
+        log_path = self.log_path
+        if settings.n_started > 1:
+            log_path = self.log_path.with_name(f"{self.log_path.stem}-{index}.log")
+        return VLLMServer.start(
+            self.model_dir,
+            served_name=settings.served_name,
+            port=port,
+            max_lora_rank=self.config.policy.lora.r,
+            max_loras=settings.max_loras,
+            dtype=settings.dtype,
+            enforce_eager=settings.enforce_eager,
+            max_model_len=settings.max_model_len,
+            python=settings.python or vllm_python(),
+            extra_args=settings.extra_args,
+            env={**settings.env, **(settings.replica_env[index] if settings.replica_env else {})},
+            log_path=log_path,
+            ready_timeout_s=settings.ready_timeout_s,
+            wait=False,
+        )
+
+    async def restart_dead(self, adapter_dir: Path, step: int) -> int:
+        """Start every dead replica this run started again on its port, serve it `<run>@<step>` and put it back in
+        rotation; returns how many rejoined. A restart that fails is logged and the replica stays dead (the
+        others carry the run). Attached servers are left to whoever runs them."""
+        if not self.config.vllm.restart_dead or self.pool is None or len(self.servers) < 2:
+            return 0
+        rejoined = 0
+        for index, server in enumerate(self.servers):
+            if server.process is None or self.pool.is_alive(server.base_url):
+                continue
+            server.stop()  # reaps what is left of the dead process group
+            port = int(server.base_url.rsplit(":", 1)[1])
+            log.warning(
+                "vllm_replica_restarting", base_url=server.base_url, reason=self.pool.replica(server.base_url).reason
+            )
+            try:
+                self.servers[index] = fresh = self._start(index, port)
+                await fresh.wait_ready_async()
+                await self.lora.revive(fresh.base_url, adapter_dir, step)
+            except (VLLMServerError, LoraSyncError) as error:
+                log.error("vllm_replica_restart_failed", base_url=server.base_url, error=str(error))
+                self.servers[index].stop()
+                continue
+            rejoined += 1
+        self.restarts += rejoined
+        return rejoined
 
     @property
     def replicas(self) -> ReplicaPool:

@@ -71,6 +71,7 @@ class LoraSync:
         self.base_url = server_base_url.rstrip("/")
         self.run_name = run_name
         self.max_loaded = max_loaded
+        self.timeout_s = timeout_s
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
         self._loaded: list[str] = []  # oldest first

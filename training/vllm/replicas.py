@@ -66,6 +66,7 @@ class ReplicaPool(core.ReplicaPool):
 
     no_replica_error: ClassVar[type[Exception]] = NoReplicaLeftError
     dead_event: ClassVar[str] = "vllm_replica_dead"
+    revived_event: ClassVar[str] = "vllm_replica_revived"
 
     def __init__(self, urls: Sequence[str]) -> None:
         super().__init__(urls, role="policy")
@@ -167,6 +168,21 @@ class ReplicaSync:
 
         await self._each(f"resume {name}", resume)
         return name
+
+    async def revive(self, url: str, adapter_dir: Path, step: int) -> None:
+        """A dead replica restarted with nothing loaded: serve it `<run>@<step>` through a fresh `LoraSync` (the
+        old one remembers adapters the dead process held), then put it back in rotation. A failed load raises
+        and leaves the replica dead."""
+        old = self.syncs[url]
+        fresh = LoraSync(url, self.run_name, max_loaded=old.max_loaded, timeout_s=old.timeout_s)
+        try:
+            await fresh.publish(adapter_dir, step)
+        except BaseException:
+            await fresh.aclose()
+            raise
+        self.syncs[url] = fresh
+        await old.aclose()
+        self.pool.revive(url)
 
     async def unload_later_than(self, step: int) -> None:
         async def unload(url: str, sync: LoraSync) -> None:
