@@ -9,7 +9,6 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -34,7 +33,6 @@ from training.rollout import (
     RolloutBatch,
     collect_groups,
     in_process_clients,
-    round_robin,
 )
 from training.rollout.worker import MakeDirector
 
@@ -275,24 +273,6 @@ async def test_a_client_that_cannot_connect_fails_only_its_trajectory() -> None:
     first, second = batch.episodes
     assert first.metrics.status == "error" and "canvas server unreachable" in (first.metrics.error or "")
     assert first.reward.total == -1.5 and second.metrics.status == "ok"
-
-
-def test_round_robin_hands_out_factories_in_turn() -> None:
-    used: list[str] = []
-
-    def factory(name: str) -> Callable[[], AbstractAsyncContextManager[Client]]:
-        def connect() -> AbstractAsyncContextManager[Client]:
-            used.append(name)
-            return None  # type: ignore[return-value]  # never entered here
-
-        return connect
-
-    connect = round_robin([factory("a"), factory("b")])
-    for _ in range(5):
-        connect()
-    assert used == ["a", "b", "a", "b", "a"]
-    with pytest.raises(ValueError, match="at least one"):
-        round_robin([])
 
 
 @pytest.mark.parametrize(

@@ -2,24 +2,50 @@
 
 Several servers (`--mcp-url` repeated) share the episodes: each episode opens its one session on the server with
 the fewest sessions open (then the first), through a `ReplicaPool`, and keeps it to the end (its workflow lives
-there). A server that fails fails its episode, a run failure that `--resume` runs again.
+there). A connection failure marks the server dead, so later sessions go to the others. An evaluation's episode
+on a server that died is a run failure that `--resume` runs again; a training rollout names its episode
+(`CANVAS_EPISODE`), so the episode's session is a lease of the pool and the rollout worker runs an episode whose
+server died again from scratch on another server.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from operators.backends.replicas import ReplicaPool
+from operators.backends.replicas import CONNECTION_FAILURES, ReplicaPool
 from training.evaluate.runner import MakeClient
 
 # The streamable-HTTP transport holds response streams open: long reads, short everything else.
 MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+# The episode whose sessions are opened from this context (set by the rollout worker): its session is then a
+# lease of the servers' pool, which remembers the servers it ran on and whether its server died under it.
+CANVAS_EPISODE: ContextVar[str | None] = ContextVar("flowsteer_canvas_episode", default=None)
+
+
+class _DeathWatch(httpx2.AsyncBaseTransport):
+    """Marks its server dead in the pool when the connection itself fails (then raises as before)."""
+
+    def __init__(self, pool: ReplicaPool, url: str) -> None:
+        self._pool = pool
+        self._url = url
+        self._inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except CONNECTION_FAILURES as error:
+            self._pool.mark_dead(self._url, f"{type(error).__name__}: {error}")
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def in_process_clients(server: Any) -> MakeClient:
@@ -41,12 +67,14 @@ class RemoteClients:
 
     @asynccontextmanager
     async def __call__(self) -> AsyncIterator[Client]:
-        server = self.pool.route(None)  # the least busy server; the session is the episode's whole stay there
+        # the least busy live server (or the episode's own); the session is the episode's whole stay there
+        server = self.pool.route(CANVAS_EPISODE.get())
         server.in_flight += 1
         try:
             headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
+            watch = _DeathWatch(self.pool, server.url)
             async with (
-                httpx2.AsyncClient(headers=headers, timeout=MCP_HTTP_TIMEOUT) as http,
+                httpx2.AsyncClient(headers=headers, timeout=MCP_HTTP_TIMEOUT, transport=watch) as http,
                 Client(streamable_http_client(server.url, http_client=http)) as client,
             ):
                 yield client

@@ -4,7 +4,7 @@ batch = await collect_groups(problems, make_director=..., make_client=..., group
 for sequence, advantage in batch.training_sequences(): ...
 """
 
-from training.rollout.clients import in_process_clients, round_robin, round_robin_remote
+from training.rollout.clients import RemoteClients, in_process_clients, remote_clients
 from training.rollout.modes import ObservationMode, PrefixMismatch, build_sequences
 from training.rollout.samples import EpisodeSample, MissingTokenIds, TokenCountMismatch, TrajectoryMetrics, TurnSample
 from training.rollout.worker import RolloutBatch, collect_groups, episode_key
@@ -14,6 +14,7 @@ __all__ = [
     "MissingTokenIds",
     "ObservationMode",
     "PrefixMismatch",
+    "RemoteClients",
     "RolloutBatch",
     "TokenCountMismatch",
     "TrajectoryMetrics",
@@ -22,6 +23,5 @@ __all__ = [
     "collect_groups",
     "episode_key",
     "in_process_clients",
-    "round_robin",
-    "round_robin_remote",
+    "remote_clients",
 ]

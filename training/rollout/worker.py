@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Literal
 
 import anyio
@@ -26,9 +27,12 @@ import structlog
 from pydantic import BaseModel
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
+from operators.backends.replicas import NoReplicaLeftError
+from operators.backends.replicas import ReplicaPool as CorePool
 from training.advantages import AdvantageScale, AdvantageStats, group_advantages
 from training.data import Problem
 from training.episodes import MakeClient, ScoreFn, grade, run_director
+from training.evaluate.clients import CANVAS_EPISODE
 from training.evaluate.tasks import task_for
 from training.reward import RewardBreakdown, RewardConfig, compute_reward
 from training.rollout.modes import ObservationMode, PrefixMismatch, build_sequences
@@ -41,7 +45,7 @@ from training.rollout.samples import (
     TurnSample,
 )
 from training.scoring import score
-from training.vllm.replicas import NoReplicaLeftError, ReplicaPool
+from training.vllm.replicas import ReplicaPool
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +62,7 @@ class RolloutBatch(BaseModel):
     mode: ObservationMode
     grouping: Grouping
     wall_s: float
-    retried: int = 0  # attempts started again because their policy replica died (docs: "Replicas")
+    retried: int = 0  # attempts started again because their policy replica or canvas server died ("Replicas")
 
     @property
     def n_timeouts(self) -> int:
@@ -259,6 +263,7 @@ async def collect_groups(
     episode_prefix: str = "",
     on_episode: Callable[[EpisodeSample], None] | None = None,
     replicas: ReplicaPool | None = None,
+    canvas_servers: CorePool | None = None,
 ) -> RolloutBatch:
     """Run `group_size` rollouts of every problem, at most `concurrency` at a time, and group them.
 
@@ -267,10 +272,82 @@ async def collect_groups(
     `replicas`: the pool the directors' policy client routes through (leasing by `episode_key`); a trajectory
     whose replica died during it is run again from scratch with a new director, on a replica it has not run on,
     and `RolloutBatch.retried` counts those attempts. When no replica is left the batch stops with
-    `NoReplicaLeftError`.
+    `NoReplicaLeftError`. `canvas_servers`: the pool of the MCP fleet `make_client` opens sessions on
+    (`RemoteClients.pool`); each attempt's session is leased under its episode id, and an episode whose server
+    died under it is run again from scratch on a server it has not run on, by the same rule.
     Raises `ValueError` on bad arguments and `MissingTokenIds` / `TokenCountMismatch` when the policy server
     does not return usable token ids.
     """
+    _check_batch(problems, group_size, concurrency, timeout_s)
+    slots = [
+        _Trajectory(
+            problem,
+            index,
+            _group_id(problem, grouping),
+            episode_key(episode_prefix, problem, index),
+            make_director(problem, index),
+        )
+        for problem in problems
+        for index in range(group_size)
+    ]
+    retries = _Retries([pool for pool in (replicas, canvas_servers) if pool is not None], make_director)
+    run_attempt = partial(
+        _Trajectory.run,
+        make_client=make_client,
+        timeout_s=timeout_s,
+        score_fn=score_fn,
+        reward_config=reward_config or RewardConfig(),
+        mode=mode,
+        delete_workflow=delete_workflows,
+    )
+    results: list[EpisodeSample | None] = [None] * len(slots)
+    fatal: list[Exception] = []
+    limiter = anyio.CapacityLimiter(concurrency)
+    started = time.monotonic()
+
+    async with anyio.create_task_group() as group:
+
+        async def run_slot(position: int, slot: _Trajectory) -> None:
+            async with limiter:
+                episode = CANVAS_EPISODE.set(slot.episode_id) if canvas_servers is not None else None
+                try:
+                    attempt: _Trajectory | None = slot
+                    while attempt is not None:
+                        sample = await run_attempt(attempt)
+                        attempt = retries.next_attempt(attempt, sample)
+                except (MissingTokenIds, TokenCountMismatch, NoReplicaLeftError) as error:
+                    fatal.append(error)
+                    group.cancel_scope.cancel()
+                    return
+                finally:
+                    retries.forget(slot.episode_id)
+                    if episode is not None:
+                        CANVAS_EPISODE.reset(episode)
+            results[position] = sample
+            if on_episode is not None:
+                on_episode(sample)
+
+        for position, slot in enumerate(slots):
+            group.start_soon(run_slot, position, slot)
+
+    if fatal:
+        raise fatal[0]
+    episodes = [sample for sample in results if sample is not None]
+    stats = _assign_advantages(episodes, advantage_eps, advantage_scale, drop_zero_variance)
+    batch = RolloutBatch(
+        episodes=episodes,
+        advantages=stats,
+        mode=mode,
+        grouping=grouping,
+        wall_s=time.monotonic() - started,
+        retried=retries.count,
+    )
+    _log_batch(batch)
+    return batch
+
+
+def _check_batch(problems: Sequence[Problem], group_size: int, concurrency: int, timeout_s: float | None) -> None:
+    """Refuse a batch that cannot run as asked, before any episode starts."""
     if group_size < 1:
         raise ValueError(f"group_size must be at least 1, got {group_size}")
     if concurrency < 1:
@@ -283,101 +360,69 @@ async def collect_groups(
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
         raise ValueError(f"problem ids must be unique in one batch (they name episodes and groups): {repeated}")
-    config = reward_config or RewardConfig()
-    slots = [
-        _Trajectory(
-            problem,
-            index,
-            _group_id(problem, grouping),
-            episode_key(episode_prefix, problem, index),
-            make_director(problem, index),
-        )
-        for problem in problems
-        for index in range(group_size)
-    ]
-    results: list[EpisodeSample | None] = [None] * len(slots)
-    fatal: list[Exception] = []
-    limiter = anyio.CapacityLimiter(concurrency)
-    started = time.monotonic()
-    retried = 0
 
-    def next_attempt(slot: _Trajectory, sample: EpisodeSample) -> _Trajectory | None:
-        """After an attempt: a fresh attempt of `slot` if it failed because its replica died and a replica it has
-        not run on is left, else None (an attempt that got all its answers stands, whatever happened later)."""
-        nonlocal retried
-        if replicas is None:
+
+class _Retries:
+    """When an attempt is run again: its policy replica or its canvas server died under it (`pools`)."""
+
+    def __init__(self, pools: Sequence[CorePool], make_director: MakeDirector) -> None:
+        self.pools = list(pools)
+        self.make_director = make_director
+        self.count = 0  # attempts run again
+
+    def next_attempt(self, slot: _Trajectory, sample: EpisodeSample) -> _Trajectory | None:
+        """A fresh attempt of `slot` if it failed because a pool lost it and each such pool has a live member it
+        has not run on, else None (an attempt that got all its answers stands, whatever happened later)."""
+        lost = [pool for pool in self.pools if pool.end_episode(slot.episode_id)]
+        if not lost or sample.metrics.status == "ok":
             return None
-        if not replicas.end_episode(slot.episode_id) or sample.metrics.status == "ok":
-            return None
-        replicas.require_alive()
-        if not replicas.can_retry(slot.episode_id):
-            return None
-        retried += 1
-        log.warning("trajectory_retried", episode=slot.episode_id, replicas_alive=replicas.n_alive)
-        director = make_director(slot.problem, slot.rollout_index)
+        for pool in lost:
+            pool.require_alive()
+            if not pool.can_retry(slot.episode_id):
+                return None
+        self.count += 1
+        log.warning(
+            "trajectory_retried",
+            episode=slot.episode_id,
+            lost=[pool.role for pool in lost],
+            alive={pool.role: pool.n_alive for pool in self.pools},
+        )
+        director = self.make_director(slot.problem, slot.rollout_index)
         return _Trajectory(slot.problem, slot.rollout_index, slot.group_id, slot.episode_id, director)
 
-    async with anyio.create_task_group() as group:
+    def forget(self, episode_id: str) -> None:
+        for pool in self.pools:
+            pool.forget(episode_id)
 
-        async def run_slot(position: int, slot: _Trajectory) -> None:
-            async with limiter:
-                attempt: _Trajectory | None = slot
-                try:
-                    while attempt is not None:
-                        sample = await attempt.run(
-                            make_client=make_client,
-                            timeout_s=timeout_s,
-                            score_fn=score_fn,
-                            reward_config=config,
-                            mode=mode,
-                            delete_workflow=delete_workflows,
-                        )
-                        attempt = next_attempt(attempt, sample)
-                except (MissingTokenIds, TokenCountMismatch, NoReplicaLeftError) as error:
-                    fatal.append(error)
-                    group.cancel_scope.cancel()
-                    return
-                finally:
-                    if replicas is not None:
-                        replicas.forget(slot.episode_id)
-            results[position] = sample
-            if on_episode is not None:
-                on_episode(sample)
 
-        for position, slot in enumerate(slots):
-            group.start_soon(run_slot, position, slot)
-
-    if fatal:
-        raise fatal[0]
-    episodes = [sample for sample in results if sample is not None]
+def _assign_advantages(
+    episodes: list[EpisodeSample], eps: float, scale: AdvantageScale, drop_zero_variance: bool
+) -> AdvantageStats:
+    """Give each episode its group advantage and whether it is trained on; returns the groups' statistics."""
     advantages, stats = group_advantages(
         [e.reward.total for e in episodes],
         [e.group_id for e in episodes],
-        eps=advantage_eps,
-        scale=advantage_scale,
+        eps=eps,
+        scale=scale,
         drop_zero_variance=drop_zero_variance,
     )
     for episode, advantage, keep in zip(episodes, advantages, stats.keep, strict=True):
         episode.advantage = advantage
         episode.keep = keep
-    batch = RolloutBatch(
-        episodes=episodes,
-        advantages=stats,
-        mode=mode,
-        grouping=grouping,
-        wall_s=time.monotonic() - started,
-        retried=retried,
-    )
+    return stats
+
+
+def _log_batch(batch: RolloutBatch) -> None:
+    stats = batch.advantages
     log.info(
         "rollouts_collected",
-        trajectories=len(episodes),
+        trajectories=len(batch.episodes),
         groups=stats.n_groups,
         zero_variance_groups=stats.n_zero_variance_groups,
         timeouts=batch.n_timeouts,
         errors=batch.n_errors,
         prefix_mismatch=batch.n_prefix_mismatch,
-        retried=retried,
+        retried=batch.retried,
         reward_mean=round(stats.reward_mean, 4),
         wall_s=round(batch.wall_s, 2),
     )
-    return batch
