@@ -13,7 +13,7 @@ from training.train.optim import lr_factor
 from training.train.stream import ProblemStream, StreamCursor
 
 REPO = Path(__file__).resolve().parents[2]
-PRESETS = ["paper", "cpu-smoke", "cpu-smollm2", "cpu-warmstart"]
+PRESETS = ["paper", "paper-multigpu", "cpu-smoke", "cpu-smollm2", "cpu-warmstart", "cpu-cluster"]
 
 
 @pytest.fixture(autouse=True)

@@ -266,7 +266,7 @@ def _run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
     class Leader(Trainer):
         async def _lead(self, learner: Learner, *args: object) -> None:
             run = cast(RunContext, SimpleNamespace(**vars(learner)))
-            learned = [await self._learn(run, cast(RolloutBatch, _BatchOf())) for _ in range(2)]
+            learned = [await self._learn(run, cast(RolloutBatch, _BatchOf()), step) for step in (1, 2)]
             torch.save({"learned": learned, "params": _trainable(learner)}, Path(out) / "rank0.pt")
 
     class Follower(Trainer):
@@ -377,3 +377,20 @@ def test_trainer_run_on_two_ranks_follows_rank_0_and_writes_only_there(model_dir
     for name, value in leader["params"].items():
         assert torch.equal(follower["params"][name], value)
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml"]  # rank 0's, and nothing else
+
+
+def test_the_learner_runs_where_policy_device_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.train.distributed import LearnerDeviceError, learner_device
+
+    assert learner_device("cpu", SINGLE) == torch.device("cpu")
+    on_gpu = Topology(rank=1, world=2, local_rank=1, device=torch.device("cuda", 1))
+    assert learner_device("auto", on_gpu) == torch.device("cuda", 1)  # torchrun's rank keeps its own GPU
+    assert learner_device("cpu", on_gpu) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert learner_device("auto", SINGLE) == torch.device("cpu")
+    with pytest.raises(LearnerDeviceError, match=r"no GPU is usable.*'auto' or 'cpu'"):
+        learner_device("cuda", SINGLE)
+    with pytest.raises(LearnerDeviceError, match="fewer GPUs than --nproc-per-node"):
+        learner_device("cuda", Topology(rank=0, world=2))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert learner_device("auto", SINGLE) == torch.device("cuda", 0)

@@ -38,7 +38,7 @@ from training.sft.valid_share import (
     is_same_action,
     is_valid_turn,
 )
-from training.train.batching import collate, micro_batches
+from training.train.batching import micro_batches
 from training.train.checkpoint import (
     CheckpointError,
     CheckpointState,
@@ -48,6 +48,7 @@ from training.train.checkpoint import (
     save_checkpoint,
 )
 from training.train.config import OptimSettings, SftSettings, TrainConfig, TrainConfigError
+from training.train.distributed import SINGLE, learner_device
 from training.train.metrics import MetricsLog
 from training.train.optim import build_optimizer
 from training.train.policy import PolicyModel
@@ -83,7 +84,7 @@ def sft_fingerprint(config: TrainConfig) -> str:
     """What shapes a warm start: the policy, the seed and the sft section. Like `run.steps` for CWRPO, the length
     (`steps`, `epochs`) may grow between a run and its resume; the output folder and checkpointing may change."""
     data = {
-        "policy": config.policy.model_dump(mode="json"),
+        "policy": config.policy.model_dump(mode="json", exclude={"device"}),  # hardware, not the run
         "seed": config.run.seed,
         "sft": sft_settings(config).model_dump(
             mode="json", exclude={"out_dir", "steps", "epochs", "checkpoint_every", "keep_checkpoints"}
@@ -114,7 +115,7 @@ def next_batch(dataset: SftDataset, cursor: StreamCursor, *, seed: int, size: in
 def _micro_batch_nll(policy: PolicyModel, samples: Sequence[TurnSample], size: int) -> Iterator[tuple[Tensor, int]]:
     """Per micro-batch (rows of similar length): the summed NLL of its completion tokens and their count."""
     for chunk in micro_batches(range(len(samples)), [len(s.input_ids) for s in samples], size):
-        batch = collate([(samples[i], 0.0) for i in chunk], policy.pad_id)
+        batch = policy.batch([(samples[i], 0.0) for i in chunk])
         logp, _ = policy.logprobs(batch, with_entropy=False)
         yield -(logp * batch.target_mask).sum(), batch.n_policy_tokens
 
@@ -183,7 +184,12 @@ class SftRun:
         )
         steps = total_steps(settings, len(dataset.train))
         restored = load_latest(self.checkpoints, fingerprint=sft_fingerprint(config)) if self.resume else None
-        policy = PolicyModel.for_config(model_dir, config, adapter_dir=restored.adapter_dir if restored else None)
+        policy = PolicyModel.for_config(
+            model_dir,
+            config,
+            adapter_dir=restored.adapter_dir if restored else None,
+            device=learner_device(config.policy.device, SINGLE),
+        )
         optim = OptimSettings(
             lr=settings.lr,
             warmup_steps=settings.warmup_steps if settings.warmup_steps < steps else 0,

@@ -8,7 +8,7 @@ system prompts that the loss never reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -28,6 +28,15 @@ class TokenBatch:
     behaviour_logprobs: Tensor  # [B, tail] float32
     advantages: Tensor  # [B] float32
 
+    def to(self, device: torch.device) -> TokenBatch:
+        """The same batch on `device` (itself when already there)."""
+        if self.input_ids.device == device:
+            return self
+        return replace(
+            self,
+            **{name: getattr(self, name).to(device) for name in _TENSORS},
+        )
+
     @property
     def target_ids(self) -> Tensor:
         return self.input_ids[:, -self.tail :]
@@ -35,6 +44,9 @@ class TokenBatch:
     @property
     def n_policy_tokens(self) -> int:
         return int(self.target_mask.sum())
+
+
+_TENSORS = ("input_ids", "attention_mask", "position_ids", "target_mask", "behaviour_logprobs", "advantages")
 
 
 def collate(samples: Sequence[tuple[TurnSample, float]], pad_id: int) -> TokenBatch:

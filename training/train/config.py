@@ -61,6 +61,9 @@ class PolicySettings(_Strict):
     dtype: Literal["float32", "bfloat16"] = "float32"
     lora: LoraSettings = Field(default_factory=LoraSettings)
     gradient_checkpointing: bool = False
+    # Where the learner runs: "auto" is the rank's GPU (torchrun's LOCAL_RANK; the first GPU in one process) when
+    # CUDA is available, else the CPU; "cuda" refuses to start without a GPU instead of training on the CPU.
+    device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
 class VLLMSettings(_Strict):
@@ -80,11 +83,17 @@ class VLLMSettings(_Strict):
     dtype: str = "auto"
     enforce_eager: bool = False
     env: dict[str, str] = Field(default_factory=dict)  # e.g. VLLM_CPU_KVCACHE_SPACE, OMP_NUM_THREADS
+    # With `replicas: N`, N mappings added to `env` of each started server in turn: where each one runs, e.g.
+    # {CUDA_VISIBLE_DEVICES: "2"} on a GPU machine, {VLLM_CPU_OMP_THREADS_BIND: "1"} to pin CPU cores apart.
+    replica_env: list[dict[str, str]] = Field(default_factory=list)
     extra_args: list[str] = Field(default_factory=list)
     ready_timeout_s: float = Field(default=600.0, gt=0)
     # After each published step, compare a probe prompt's log-probs under the base model and the new adapter:
     # identical answers after an update mean vLLM is not applying the adapter, which is fatal.
     verify_sync: bool = True
+    # A replica this run started that died is started again on its port after the next update and served that
+    # step's adapter before it rejoins (attached servers are someone else's to restart).
+    restart_dead: bool = True
 
     @model_validator(mode="after")
     def _one_source(self) -> VLLMSettings:
@@ -92,6 +101,11 @@ class VLLMSettings(_Strict):
         if len(given) > 1:
             raise ValueError(
                 f"set at most one of vllm.url, vllm.urls and vllm.replicas (got {', '.join('vllm.' + g for g in given)})"
+            )
+        if self.replica_env and len(self.replica_env) != self.n_started:
+            raise ValueError(
+                f"vllm.replica_env has {len(self.replica_env)} entries but the run starts {self.n_started} "
+                "server(s): give one mapping per started replica (or none)"
             )
         if self.urls is not None:
             cleaned = [url.rstrip("/") for url in self.urls]
@@ -205,6 +219,7 @@ class LoggingSettings(_Strict):
     tensorboard: bool = True
     plots: bool = True
     progress: bool = True
+    sequences: bool = False  # write each step's training sequences (train/sequence_journal.py) to replay updates
 
 
 class SftSettings(_Strict):
@@ -267,7 +282,13 @@ class TrainConfig(_Strict):
         # `sft` is its own run (`flowsteer train sft`): a CWRPO run starts from its output through `policy.model`.
         data = self.model_dump(
             mode="json",
-            exclude={"run": {"steps"}, "logging": True, "vllm": {"url", "urls", "replicas", "python"}, "sft": True},
+            exclude={
+                "run": {"steps"},
+                "logging": True,
+                "policy": {"device"},  # where the learner computes: a run resumes on other hardware
+                "vllm": {"url", "urls", "replicas", "replica_env", "python", "restart_dead"},
+                "sft": True,
+            },
         )
         # Hashed as the default rather than left out, so runs checkpointed before this rule keep their fingerprint.
         data["optim"]["micro_batch_size"] = OptimSettings.model_fields["micro_batch_size"].default

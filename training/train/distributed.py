@@ -27,6 +27,8 @@ import structlog
 import torch
 import torch.distributed as dist
 
+from training.errors import TrainingError
+
 log = structlog.get_logger(__name__)
 
 TIMEOUT_ENV = "FLOWSTEER_DIST_TIMEOUT_S"
@@ -55,6 +57,28 @@ class Topology:
 SINGLE = Topology()
 
 
+class LearnerDeviceError(TrainingError, RuntimeError):
+    """The learner was asked to run where it cannot (`policy.device: cuda` without a GPU for its rank)."""
+
+
+def learner_device(choice: str, topology: Topology) -> torch.device:
+    """The device `policy.device` names for this rank: its GPU under torchrun (`topology.device`), the first GPU
+    in one process, else the CPU; `cuda` without a usable GPU is an error rather than a silent CPU run."""
+    if choice == "cpu":
+        return torch.device("cpu")
+    if topology.device.type == "cuda":
+        return topology.device
+    if torch.cuda.is_available() and not topology.distributed:
+        return torch.device("cuda", 0)
+    if choice == "cuda":
+        raise LearnerDeviceError(
+            "policy.device is 'cuda' but no GPU is usable here"
+            + (" for every local rank (fewer GPUs than --nproc-per-node)" if topology.distributed else "")
+            + "; set policy.device to 'auto' or 'cpu' to train on the CPU"
+        )
+    return torch.device("cpu")
+
+
 def launched_by_torchrun(environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     return int(env.get("WORLD_SIZE", "1")) > 1 and "RANK" in env
@@ -66,8 +90,8 @@ def init_topology(environ: dict[str, str] | None = None) -> Topology:
 
     The group holds gloo for CPU tensors and, where every local rank has a GPU, NCCL for CUDA tensors
     (`cpu:gloo,cuda:nccl`), so collectives run on whichever device the learner's tensors live on; object
-    collectives and barriers go through gloo. `device` is the rank's GPU then (the learner itself stays where
-    `PolicyModel` loads it, the CPU today)."""
+    collectives and barriers go through gloo. `device` is the rank's GPU then, where the learner runs unless
+    `policy.device` says otherwise (`learner_device`)."""
     env = dict(os.environ if environ is None else environ)
     if not launched_by_torchrun(env):
         return SINGLE

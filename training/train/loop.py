@@ -43,11 +43,12 @@ from training.episodes import MakeClient
 from training.errors import TrainingError
 from training.rollout import (
     EpisodeSample,
+    RemoteClients,
     RolloutBatch,
     collect_groups,
     episode_key,
     in_process_clients,
-    round_robin_remote,
+    remote_clients,
 )
 from training.traces.contested import keep_contested
 from training.train.checkpoint import (
@@ -63,13 +64,14 @@ from training.train.checkpoint import (
     save_checkpoint,
 )
 from training.train.config import TrainConfig
-from training.train.distributed import SINGLE, Topology, broadcast_object, broadcast_parameters
+from training.train.distributed import SINGLE, Topology, broadcast_object, broadcast_parameters, learner_device
 from training.train.families import families_of, family_metrics, operator_push
 from training.train.metrics import MetricsLog
 from training.train.optim import build_optimizer
 from training.train.plots import plot_metrics
 from training.train.policy import PolicyModel
 from training.train.progress import StepProgress
+from training.train.sequence_journal import write_sequences
 from training.train.serving import PolicyService
 from training.train.stream import ProblemStream, StreamCursor
 from training.train.update import policy_update
@@ -169,7 +171,12 @@ class Learner:
     def build(cls, model_dir: Path, config: TrainConfig, restored: Restored | None, topology: Topology) -> Learner:
         """The fresh learner (every rank seeded alike, then given rank 0's parameters) or the checkpoint's."""
         update_generator = torch.Generator().manual_seed(config.run.seed)
-        policy = PolicyModel.for_config(model_dir, config, adapter_dir=restored.adapter_dir if restored else None)
+        policy = PolicyModel.for_config(
+            model_dir,
+            config,
+            adapter_dir=restored.adapter_dir if restored else None,
+            device=learner_device(config.policy.device, topology),
+        )
         if topology.distributed and restored is None:  # a checkpoint's adapter is the same file on every rank
             broadcast_parameters(policy.trainable_parameters())
         optimizer, scheduler = build_optimizer(policy.trainable_parameters(), config.optim, config.run.steps)
@@ -294,9 +301,10 @@ class Trainer:
         config = self.config
         backend = service.executor_backend()
         server = None
+        make_client: MakeClient
         if config.rollout.mcp_urls:
             token = os.environ.get(config.rollout.mcp_token_env) if config.rollout.mcp_token_env else None
-            make_client = round_robin_remote(config.rollout.mcp_urls, token)
+            make_client = remote_clients(config.rollout.mcp_urls, token)
         else:
             from flowsteer_mcp.canvas.observation import ObservationBuilder
             from flowsteer_mcp.executor import engine_with
@@ -351,7 +359,7 @@ class Trainer:
         except NoReplicaLeftError:
             self._checkpoint_before_stop(run, step, cursor)
             raise
-        learned = await self._learn(run, batch)
+        learned = await self._learn(run, batch, step)
         stop: NoReplicaLeftError | None = None
         try:
             sync_check = await self._publish_adapter(run, step)
@@ -413,14 +421,17 @@ class Trainer:
             drop_zero_variance=config.rollout.drop_zero_variance,
             episode_prefix=f"s{step}:",
             replicas=run.service.replicas,
+            canvas_servers=run.make_client.pool if isinstance(run.make_client, RemoteClients) else None,
         )
         _require_some_success(batch, step)
         return batch
 
-    async def _learn(self, run: RunContext, batch: RolloutBatch) -> dict[str, float]:
+    async def _learn(self, run: RunContext, batch: RolloutBatch, step: int) -> dict[str, float]:
         """Phase 2: the policy update on the batch's tokens (in a thread: the event loop keeps serving), then one
         step of the learning-rate schedule; returns the update's metrics and the rate it used."""
         sequences = batch.training_sequences()
+        if self.config.logging.sequences:
+            write_sequences(self.out_dir, step, sequences)
         broadcast_object(sequences, self.topology)  # the other ranks' share of the update (none in one process)
         updated = await anyio.to_thread.run_sync(
             policy_update,
@@ -437,10 +448,12 @@ class Trainer:
         return {**updated, "optim/lr": lr}
 
     async def _publish_adapter(self, run: RunContext, step: int) -> dict[str, float]:
-        """Phase 3: save `adapters/step-N`, serve it as `<run>@N` (the next rollouts use it), drop adapter folders
-        vLLM no longer serves, and check that vLLM applies it; returns the check's metrics."""
+        """Phase 3: save `adapters/step-N`, serve it as `<run>@N` (the next rollouts use it), restart the run's dead
+        replicas with it, drop adapter folders vLLM no longer serves, and check that every replica applies it;
+        returns the check's metrics."""
         adapter_dir = run.policy.save_adapter(self.adapters / f"step-{step}")
         run.adapter = await run.service.lora.publish(adapter_dir, step)
+        await run.service.restart_dead(adapter_dir, step)
         self._prune_adapters(run.service)
         return await self._verify_sync(run.service, run.policy)
 
@@ -458,6 +471,8 @@ class Trainer:
             "time/rollout_s": outcome.batch.wall_s,
             "time/step_s": time.monotonic() - outcome.started,
             "vllm/replicas_alive": float(run.service.replicas.n_alive),
+            "vllm/replica_deaths": float(run.service.replicas.deaths),
+            "vllm/replica_restarts": float(run.service.restarts),
             "vllm/adapter_load_failures": float(run.service.lora.failed_loads),
             **outcome.sync_check,
         }
@@ -491,16 +506,23 @@ class Trainer:
         self._checkpoint(done, run.policy, run.optimizer, run.scheduler, run.update_generator, cursor)
 
     async def _verify_sync(self, service: PolicyService, policy: PolicyModel) -> dict[str, float]:
-        """The stale-adapter guard: once the adapter is not the identity, vLLM must answer differently from the base."""
+        """The stale-adapter guard on every live replica: once the adapter is not the identity, each must answer
+        differently from the base; replicas serving the same adapter answer the probe alike (`probe_spread`)."""
         if not self.config.vllm.verify_sync:
             return {}
-        delta = await service.lora.verify_changed(SYNC_PROBE, base_model=self.config.vllm.served_name)
-        if not delta.changed and not policy.adapter_is_identity():
+        deltas = await service.lora.verify_each(SYNC_PROBE, base_model=self.config.vllm.served_name)
+        smallest = min(deltas.values(), key=lambda delta: delta.max_abs_diff)
+        if not smallest.changed and not policy.adapter_is_identity():
             raise LoraSyncError(
-                f"vLLM serves {delta.adapter} with exactly the base model's log-probs although the trained adapter "
+                f"vLLM serves {smallest.adapter} with exactly the base model's log-probs although the trained adapter "
                 "is not the identity: the adapter is not being applied"
             )
-        return {"sync/probe_max_abs_diff": delta.max_abs_diff}
+        diffs = [delta.max_abs_diff for delta in deltas.values()]
+        return {
+            "sync/probe_max_abs_diff": smallest.max_abs_diff,
+            "sync/replicas_probed": float(len(deltas)),
+            "sync/probe_spread": max(diffs) - min(diffs),
+        }
 
     def _checkpoint(
         self,

@@ -14,6 +14,7 @@ backward, which a dropout switched off only around the forward would not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ import torch
 from torch import Tensor
 
 from training.logprobs import token_entropy, token_logprobs
-from training.train.batching import TokenBatch
+from training.rollout.samples import TurnSample
+from training.train.batching import TokenBatch, collate
 from training.train.config import LoraSettings, TrainConfig
 
 log = structlog.get_logger(__name__)
@@ -39,15 +41,23 @@ def disable_dropout(model: torch.nn.Module) -> int:
 
 
 class PolicyModel:
-    def __init__(self, model: Any, *, pad_id: int, chunk_size: int) -> None:
+    def __init__(self, model: Any, *, pad_id: int, chunk_size: int, device: torch.device | None = None) -> None:
         self.model = model
+        self.device = device or torch.device("cpu")  # where the model lives; batches are moved there
         self.pad_id = pad_id
         self.chunk_size = chunk_size
         self.sharded = False  # FSDP over the ranks (`distributed.fully_shard_policy`)
         disable_dropout(model)  # deterministic log-probs for the ratio: see the module docstring
 
     @classmethod
-    def for_config(cls, model_dir: Path, config: TrainConfig, *, adapter_dir: Path | None = None) -> PolicyModel:
+    def for_config(
+        cls,
+        model_dir: Path,
+        config: TrainConfig,
+        *,
+        adapter_dir: Path | None = None,
+        device: torch.device | None = None,
+    ) -> PolicyModel:
         """The policy as a training config describes it (LoRA, dtype, checkpointing, log-prob chunks): what both
         CWRPO and the warm start train, so they load it alike."""
         return cls.load(
@@ -57,6 +67,7 @@ class PolicyModel:
             adapter_dir=adapter_dir,
             gradient_checkpointing=config.policy.gradient_checkpointing,
             chunk_size=config.optim.logprob_chunk,
+            device=device,
         )
 
     @classmethod
@@ -69,13 +80,16 @@ class PolicyModel:
         adapter_dir: Path | None = None,
         gradient_checkpointing: bool = False,
         chunk_size: int = 256,
+        device: torch.device | None = None,
     ) -> PolicyModel:
         """Load the base model and attach a fresh LoRA (B = 0: the policy starts as the base model) or the
         trained adapter in `adapter_dir`."""
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoConfig, AutoModelForCausalLM
 
+        device = device or torch.device("cpu")
         base = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=_DTYPES[dtype])
+        base.to(device)  # type: ignore[arg-type]  # transformers' stub types `to`; before the adapter: peft creates the LoRA weights on the base layers' device
         if gradient_checkpointing:
             base.gradient_checkpointing_enable()
             base.enable_input_require_grads()
@@ -94,8 +108,12 @@ class PolicyModel:
         pad = hf_config.pad_token_id if hf_config.pad_token_id is not None else hf_config.eos_token_id
         pad_id = int(pad[0] if isinstance(pad, list) else pad or 0)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        log.info("policy_loaded", model=str(model_dir), dtype=dtype, trainable_params=trainable)
-        return cls(model, pad_id=pad_id, chunk_size=chunk_size)
+        log.info("policy_loaded", model=str(model_dir), dtype=dtype, device=str(device), trainable_params=trainable)
+        return cls(model, pad_id=pad_id, chunk_size=chunk_size, device=device)
+
+    def batch(self, samples: Sequence[tuple[TurnSample, float]]) -> TokenBatch:
+        """The samples left-padded into one batch on the model's device."""
+        return collate(samples, self.pad_id).to(self.device)
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from training.loss import LossMetrics, cwrpo_loss
 from training.rollout.samples import TurnSample
-from training.train.batching import collate, micro_batches, split_minibatches
+from training.train.batching import micro_batches, split_minibatches
 from training.train.config import LossSettings, OptimSettings
 from training.train.distributed import (
     SINGLE,
@@ -51,14 +51,14 @@ def _reference_tails(
     tails: list[Tensor | None] = [None] * len(sequences)
     chunks = micro_batches(range(len(sequences)) if needed is None else needed, lengths, size)
     for _ in range(at_least - len(chunks)):
-        policy.reference_logprobs(collate([sequences[0]], policy.pad_id))
+        policy.reference_logprobs(policy.batch([sequences[0]]))
     for chunk in chunks:
-        batch = collate([sequences[i] for i in chunk], policy.pad_id)
+        batch = policy.batch([sequences[i] for i in chunk])
         reference = policy.reference_logprobs(batch)
         for row, index in enumerate(chunk):
             n = len(sequences[index][0].completion_ids)
             tails[index] = reference[row, batch.tail - n :].clone()
-    return [t if t is not None else torch.zeros(0) for t in tails]
+    return [t if t is not None else torch.zeros(0, device=policy.device) for t in tails]
 
 
 def _most_chunks(
@@ -73,8 +73,8 @@ def _most_chunks(
     return max(len(micro_batches(sorted(indices), lengths, size)) for indices in owned)
 
 
-def _stack_tails(tails: Sequence[Tensor], width: int) -> Tensor:
-    out = torch.zeros((len(tails), width), dtype=torch.float32)
+def _stack_tails(tails: Sequence[Tensor], width: int, device: torch.device) -> Tensor:
+    out = torch.zeros((len(tails), width), dtype=torch.float32, device=device)
     for row, tail in enumerate(tails):
         if tail.numel():
             out[row, width - tail.numel() :] = tail
@@ -145,13 +145,13 @@ def policy_update(
                 micros += [[]] * (most - len(micros))
             for micro in micros:
                 if not micro:
-                    batch = collate([sequences[minibatch[0]]], policy.pad_id)
+                    batch = policy.batch([sequences[minibatch[0]]])
                     logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
                     (logp.sum() * 0.0 + (entropy.sum() * 0.0 if entropy is not None else 0.0)).backward()
                     continue
-                batch = collate([sequences[i] for i in micro], policy.pad_id)
+                batch = policy.batch([sequences[i] for i in micro])
                 logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
-                reference = _stack_tails([references[i] for i in micro], batch.tail) if with_kl else None
+                reference = _stack_tails([references[i] for i in micro], batch.tail, policy.device) if with_kl else None
                 loss, metrics = cwrpo_loss(
                     logp,
                     batch.behaviour_logprobs,
