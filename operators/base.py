@@ -105,6 +105,9 @@ class OperatorOutput(BaseModel):
     code: str | None = None  # code-producing operators
     note: str | None = None  # why the operator decided as it did (e.g. a rejected revision); shown on the trace row
     public_tests: PublicTestScore | None = None  # the output's program on the public tests, when this call ran them
+    # The executor could not answer (a backend error after its own retries, or the per-call time limit): the
+    # failure says nothing about the workflow, so an evaluation runs such an episode again instead of scoring it.
+    unavailable: bool = False
 
 
 DEFAULT_SANDBOX_TIMEOUT_S = 10.0  # wall-clock limit of one sandbox run of an operator (configurable per engine)

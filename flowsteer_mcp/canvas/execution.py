@@ -36,6 +36,7 @@ class NodeTrace(BaseModel):
     latency_s: float = 0.0
     inputs_digest: str | None = None
     note: str | None = None  # why the engine took a decision here (branch choice, early loop exit, ...)
+    unavailable: bool = False  # failed because the executor could not answer (OperatorOutput.unavailable)
 
 
 class AnswerEvidence(BaseModel):

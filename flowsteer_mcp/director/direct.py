@@ -42,7 +42,8 @@ class DirectDirector:
         try:
             response = await self.backend.complete(request)
         except BackendError as error:
-            return result.model_copy(update={"error": str(error), "wall_s": time.monotonic() - started})
+            update = {"error": str(error), "wall_s": time.monotonic() - started, "executor_unavailable": True}
+            return result.model_copy(update=update)
         answer: str | None = response.text
         error_text = None
         if task.task_type == "code":

@@ -43,6 +43,9 @@ class EpisodeResult(BaseModel):
     policy_tokens: int = 0
     wall_s: float = 0.0
     error: str | None = None
+    # some executor call could not be answered (backend down, per-call limit): the episode measured the
+    # infrastructure, not the director; evaluations run it again (a direct call's failure, or a trace row's flag)
+    executor_unavailable: bool = False
     stats: dict[str, object] = Field(default_factory=dict)  # graph statistics at the end (rewards read these)
     records: list[TurnRecord] = Field(default_factory=list)
     trace: list[dict[str, object]] = Field(default_factory=list)  # per-node trace of the final run

@@ -265,6 +265,7 @@ class NodeCaller:
             row.note = f"{row.note}; {output.note}" if row.note else output.note
         row.output = output.text if output.ok else ""
         row.error = None if output.ok else output.error
+        row.unavailable = not output.ok and output.unavailable
         row.verdict = output.verdict if output.ok else None
         sink.append(row)
         await self._ctx.node_finished(node, position)
@@ -365,12 +366,12 @@ class NodeCaller:
                 output = await operator_cls().run(inputs, runtime)
         except SandboxRefusedError as exc:  # the host's problem, not the operator's: the node reports the fix
             log.warning("sandbox_refused", node_id=node.id, operator=node.operator)
-            return OperatorOutput(ok=False, error=str(exc))
+            return OperatorOutput(ok=False, error=str(exc), unavailable=True)
         except Exception as exc:  # an operator bug: report it on the node, never crash the run
             log.error("operator_crashed", node_id=node.id, operator=node.operator, exc_info=True)
             return OperatorOutput(ok=False, error=f"operator raised {type(exc).__name__}: {exc}")
         if scope.cancelled_caught:
-            return OperatorOutput(ok=False, error=f"timed out after {limit:g}s (per-call limit)")
+            return OperatorOutput(ok=False, error=f"timed out after {limit:g}s (per-call limit)", unavailable=True)
         if not isinstance(output, OperatorOutput):
             return OperatorOutput(
                 ok=False, error=f"operator returned {type(output).__name__} instead of an OperatorOutput"

@@ -49,7 +49,7 @@ class Failure:
     from_backend: bool = False  # the executor call itself failed (as opposed to unusable replies)
 
     def as_output(self, output_cls: type[OutputT]) -> OutputT:
-        return output_cls(ok=False, error=self.error)
+        return output_cls(ok=False, error=self.error, unavailable=self.from_backend)
 
 
 async def ask(

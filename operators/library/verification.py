@@ -131,7 +131,7 @@ class Test(Operator):
         if isinstance(result, TestOutput):
             return result
         if result.from_backend:
-            return TestOutput(ok=False, error=result.error, execution=first, attempts=attempts)
+            return TestOutput(ok=False, error=result.error, execution=first, attempts=attempts, unavailable=True)
         return TestOutput(
             text=carried,
             code=code,

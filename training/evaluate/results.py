@@ -43,7 +43,7 @@ class EvalConfig(BaseModel):
 # How an item was scored when the run, not the director, failed: the director or its client raised (a server down,
 # a bug) or the scorer did. Such an item is no measurement: it withholds the report's figures and runs again on
 # `--resume`.
-RUN_FAILURE_METHODS = frozenset({"episode_error", "scoring_error"})
+RUN_FAILURE_METHODS = frozenset({"episode_error", "scoring_error", "executor_unavailable"})
 
 
 class DirectorTurn(BaseModel):

@@ -47,6 +47,17 @@ def _clipped_trace(trace: Sequence[dict[str, object]]) -> list[dict[str, object]
     return rows
 
 
+def executor_unavailable(episode: EpisodeResult) -> str | None:
+    """Why the executor failed the episode (a call it could not answer after its retries, or one past the per-call
+    limit), or None. Such an episode is a run failure: scoring it would charge the workflow for the server."""
+    if episode.executor_unavailable:
+        return f"the executor could not answer: {episode.error}"
+    for row in episode.trace:
+        if row.get("unavailable"):
+            return f"the executor could not answer {row.get('node_id')} ({row.get('operator')}): {row.get('error')}"
+    return None
+
+
 def _failed_item(base: ItemResult, error: str, wall_s: float, *, method: str = "episode_error") -> ItemResult:
     return base.model_copy(update={"error": error, "wall_s": wall_s, "score_method": method})
 
@@ -101,6 +112,10 @@ async def run_episode(
             return _failed_item(base, detail, wall_s, method="episode_timeout")
         return _failed_item(base, "no result", wall_s)
     item = _item_from_episode(base, run.episode, wall_s)
+    unavailable = executor_unavailable(run.episode)
+    if unavailable is not None:  # the executor failed the episode, not the director: measure it again
+        log.warning("episode_executor_unavailable", director=director.name, problem=problem.id, error=unavailable)
+        return item.model_copy(update={"error": unavailable, "score_method": "executor_unavailable"})
     graded = await grade(score_fn, problem, run.episode.answer, director=director.name)
     if graded.result is None:
         return item.model_copy(update={"error": f"scoring failed: {graded.error}", "score_method": "scoring_error"})
