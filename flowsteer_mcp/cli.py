@@ -16,6 +16,7 @@ from flowsteer_mcp.logs import configure_logging
 if TYPE_CHECKING:
     from pydantic import SecretStr, ValidationError
 
+    from flowsteer_mcp.canvas.observation import ObservationBuilder
     from flowsteer_mcp.director.served import DirectorServing
 
 
@@ -39,6 +40,14 @@ def _server_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", type=Path, default=None, help="executor config file (TOML/YAML)")
     parser.add_argument("--no-executor", action="store_true", help="edit only; never run workflows")
+    parser.add_argument(
+        "--director-template",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the directors' system prompt template (e.g. configs/templates/director_compact.txt for a small "
+        "policy; default: the built-in one)",
+    )
     parser.add_argument(
         "--token-env", default="FLOWSTEER_MCP_TOKEN", help="environment variable holding the HTTP bearer token"
     )
@@ -210,6 +219,18 @@ def view_main(argv: list[str]) -> int:
     return 0
 
 
+def _observer(template: Path | None) -> ObservationBuilder | None:
+    """The observation builder of `--director-template`; a missing or unreadable file is a clear error."""
+    from flowsteer_mcp.canvas.observation import ObservationBuilder
+
+    if template is None:
+        return None
+    try:
+        return ObservationBuilder.from_file(template)
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--director-template {template}: cannot read it ({error})") from error
+
+
 def mcp_main(argv: list[str] | None = None, serve_director: DirectorServing | None = None) -> int:
     """The server command; `serve_director` (passed by `flowsteer serve`) serves the shipped director on
     `--serve-director`, which `flowsteer-mcp` alone cannot (the model servers live in the training layer)."""
@@ -247,7 +268,10 @@ def mcp_main(argv: list[str] | None = None, serve_director: DirectorServing | No
         )
         registry = default_registry()
         executor = NoExecutor() if args.no_executor else build_executor(registry, args.config)
-        server = build_server(settings, registry=registry, executor=executor, serve_director=serve_director)
+        observer = _observer(args.director_template)
+        server = build_server(
+            settings, registry=registry, executor=executor, observer=observer, serve_director=serve_director
+        )
     except ValidationError as error:
         print(f"flowsteer-mcp: {_settings_problem(error)}", file=sys.stderr)
         return 2

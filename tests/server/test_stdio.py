@@ -215,3 +215,20 @@ async def test_the_relay_answers_rejected_lines_and_passes_messages_on() -> None
         ("a", -32600),
         (None, -32600),
     ]
+
+
+async def test_the_directors_template_comes_from_the_command_line(tmp_path: Any) -> None:
+    template = tmp_path / "compact.txt"
+    template.write_text("You build workflows. Operators: $operator_names", encoding="utf-8")
+    params = stdio_server()
+    params.args = [*params.args, "--director-template", str(template)]
+    async with Client(params) as client:
+        created = await ToolCaller(client).ok("create_workflow", task="What is 17 * 23?")
+    assert created["system_prompt"].startswith("You build workflows. Operators: Plan, Decompose, Custom")
+
+
+def test_an_unreadable_directors_template_is_refused_clearly(tmp_path: Any) -> None:
+    missing = tmp_path / "missing.txt"
+    command = server_command("--no-executor", "--director-template", str(missing))
+    done = subprocess.run(command, capture_output=True, text=True, env=server_env(), cwd=REPO_ROOT, timeout=60)
+    assert done.returncode == 2 and f"--director-template {missing}: cannot read it" in done.stderr

@@ -188,7 +188,10 @@ class RolloutSettings(_Strict):
     @model_validator(mode="after")
     def _template_needs_local_server(self) -> RolloutSettings:
         if self.system_template and self.mcp_urls:
-            raise ValueError("system_template applies to the in-process server; remote servers use their own")
+            raise ValueError(
+                "system_template applies to the in-process server; give remote servers theirs with "
+                "`flowsteer-mcp --director-template FILE`"
+            )
         if self.system_template and not Path(self.system_template).is_file():
             raise ValueError(f"system_template {self.system_template!r} is not a file (paths are relative to the cwd)")
         return self
