@@ -98,6 +98,7 @@ bench: setup system-deps
 	$(PY) benchmarks/memoisation.py --quick
 	$(PY) benchmarks/sandbox_throughput.py --quick
 	$(PY) benchmarks/rollout_throughput.py --quick
+	$(PY) benchmarks/rollout_scaling.py --quick
 	$(PY) benchmarks/hostile_load.py --quick
 	$(PY) benchmarks/adaptive_calls.py --quick
 

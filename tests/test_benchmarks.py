@@ -12,6 +12,10 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SMALL_ROLLOUT = ["--trajectories", "8", "--group-size", "4", "--concurrency", "4", "--tail-share", "0"]
+SMALL_SCALING = [
+    *("--replicas", "1,2", "--capacity", "2", "--latency", "0.02", "--episodes-per-replica", "4"),
+    *("--overhead-concurrency", "8", "--overhead-episodes", "8"),
+]
 
 
 def _guard() -> ModuleType:
@@ -64,6 +68,24 @@ def test_rollout_benchmark_whose_trajectories_fail_exits_non_zero_without_a_rati
     assert done.returncode == 1, done.stderr[-2000:]
     assert "ratio" not in done.stdout and "trajectories/min" not in done.stdout
     assert "no figures printed" in done.stderr and "trajectories failed" in done.stderr
+
+
+@pytest.mark.slow
+def test_rollout_scaling_benchmark_prints_each_replica_count_and_the_overhead() -> None:
+    done = _bench("rollout_scaling.py", *SMALL_SCALING)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "trajectory_failed" not in done.stdout + done.stderr and "replica_dead" not in done.stdout
+    assert "1 replica(s):" in done.stdout and "2 replica(s):" in done.stdout
+    assert "x vs 1 (at most 2.00x" in done.stdout and "episodes/s" in done.stdout
+    assert "MCP+canvas overhead at 8 concurrent episodes" in done.stdout and "ms CPU per episode" in done.stdout
+
+
+@pytest.mark.slow
+def test_rollout_scaling_benchmark_whose_replicas_die_exits_non_zero_without_a_ratio() -> None:
+    done = _bench("rollout_scaling.py", *SMALL_SCALING, "--die-after", "2")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "episodes/s" not in done.stdout and "x vs 1" not in done.stdout and "overhead at" not in done.stdout
+    assert "no figures printed" in done.stderr and "no policy replica is left" in done.stderr
 
 
 def test_learner_dtype_benchmark_without_its_model_exits_non_zero_without_a_ratio() -> None:

@@ -237,6 +237,13 @@ class ReplicaPool:
         return f"no {self.role} replica is left ({len(self.replicas)} configured, all dead): {causes}"
 
 
+# httpx's default pool (100 connections, 20 kept alive) is shared by every replica behind one client: at the
+# paper's 128 concurrent episodes over 4 replicas, requests queued inside the client while routing counted them
+# as replica load, and 44% of calls opened a new connection (benchmarks/rollout_scaling.py). The callers bound
+# their concurrency themselves, so the pool does not.
+REPLICA_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+
+
 class ReplicaTransport(httpx2.AsyncBaseTransport):
     """Sends each request to its key's replica (header `EPISODE_HEADER`, else `AFFINITY`), counting it in flight.
 
@@ -253,7 +260,7 @@ class ReplicaTransport(httpx2.AsyncBaseTransport):
     ) -> None:
         self.pool = pool
         self.failover = failover
-        self._inner = inner or httpx2.AsyncHTTPTransport()
+        self._inner = inner or httpx2.AsyncHTTPTransport(limits=REPLICA_LIMITS)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         key = request.headers.get(EPISODE_HEADER)
