@@ -201,9 +201,7 @@ def _resume_worker(rank: int, world: int, port: int, model_dir: str, out: str) -
         learner.scheduler.step()
         if topology.is_main:  # rank 0 alone writes the checkpoint
             cursor = StreamCursor(epoch=0, position=2)
-            trainer._checkpoint(
-                1, learner.policy, learner.optimizer, learner.scheduler, learner.update_generator, cursor
-            )
+            trainer._checkpoint(1, learner, cursor)
         barrier(topology)
         folder = broadcast_object(latest_checkpoint(trainer.checkpoints) if topology.is_main else None, topology)
         restored = load_checkpoint(folder, fingerprint=config.fingerprint())
@@ -265,7 +263,7 @@ def _run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
 
     class Leader(Trainer):
         async def _lead(self, learner: Learner, *args: object) -> None:
-            run = cast(RunContext, SimpleNamespace(**vars(learner)))
+            run = cast(RunContext, SimpleNamespace(learner=learner))
             learned = [await self._learn(run, cast(RolloutBatch, _BatchOf()), step) for step in (1, 2)]
             torch.save({"learned": learned, "params": _trainable(learner)}, Path(out) / "rank0.pt")
 
@@ -284,6 +282,53 @@ def _run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
         assert (summary.first_step, summary.resumed_from) == (1, None)
     finally:
         shutdown(topology)
+
+
+def _fsdp_run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
+    """`Trainer.run` on both ranks with `policy.shard: fsdp`; rank 0 learns two steps on a fixed batch, then
+    writes the adapter and a checkpoint from the gathered state, as publishing and `_checkpoint_if_due` do."""
+    import anyio
+
+    from training.train.distributed import shutdown
+    from training.train.loop import RunContext, Trainer
+    from training.train.stream import StreamCursor
+
+    class Leader(Trainer):
+        async def _lead(self, learner: Learner, *args: object) -> None:
+            run = cast(RunContext, SimpleNamespace(learner=learner))
+            learned = [await self._learn(run, cast(RolloutBatch, _BatchOf()), step) for step in (1, 2)]
+            learner.policy.save_adapter(Path(out) / "adapter")
+            self._checkpoint(2, learner, StreamCursor(epoch=0, position=4))
+            torch.save({"learned": learned, "sharded": learner.policy.sharded}, Path(out) / "rank0.pt")
+
+    topology = _join(rank, world, port)
+    try:
+        trainer = (Leader if topology.is_main else Trainer)(_fsdp_config(Path(out), model_dir), topology=topology)
+        anyio.run(trainer.run)
+    finally:
+        shutdown(topology)
+
+
+def _fsdp_resume_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
+    """Both ranks resume the FSDP run's step-2 checkpoint sharded, take one more update, and rank 0 writes it."""
+    from training.train.checkpoint import load_checkpoint
+    from training.train.distributed import shutdown
+
+    topology = _join(rank, world, port)
+    try:
+        config = _fsdp_config(Path(out), model_dir)
+        restored = load_checkpoint(Path(out) / "run" / "checkpoints" / "step-2", fingerprint=config.fingerprint())
+        learner = Learner.build(Path(model_dir), config, restored, topology)
+        learner.update(_sequences(), config, topology)
+        if topology.is_main:
+            learner.policy.save_adapter(Path(out) / "resumed-adapter")
+    finally:
+        shutdown(topology)
+
+
+def _fsdp_config(out: Path, model_dir: str | Path, shard: str = "fsdp") -> TrainConfig:
+    settings = [f"policy.model={model_dir}", f"data.paths=[{SMOKE_DATA}]", "optim.warmup_steps=2"]
+    return _config(out / "run", *settings, f"policy.shard={shard}", "logging.plots=false")
 
 
 @pytest.fixture(scope="module")
@@ -377,6 +422,48 @@ def test_trainer_run_on_two_ranks_follows_rank_0_and_writes_only_there(model_dir
     for name, value in leader["params"].items():
         assert torch.equal(follower["params"][name], value)
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml"]  # rank 0's, and nothing else
+
+
+@pytest.mark.slow
+def test_an_fsdp_trainer_publishes_and_checkpoints_the_one_process_learner(
+    model_dir: Path, tmp_path: Path, one_torch_thread: None
+) -> None:
+    """`policy.shard: fsdp` through the Trainer: the adapter rank 0 writes from the gathered shards is the one a
+    single process trains, and the checkpoint's whole optimizer state resumes an unsharded learner exactly."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from training.train.checkpoint import load_checkpoint
+    from training.train.distributed import WHOLE_OPTIMIZER
+
+    _spawn(_fsdp_run_worker, model_dir, tmp_path)
+    assert torch.load(tmp_path / "rank0.pt", weights_only=False)["sharded"] is True
+    single_config = _fsdp_config(tmp_path / "single", model_dir, shard="none")
+    torch.manual_seed(single_config.run.seed)
+    single = Learner.build(model_dir, single_config, None, SINGLE)
+    for _ in range(2):
+        single.update(_sequences(), single_config, SINGLE)
+        single.scheduler.step()
+    saved = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    expected = get_peft_model_state_dict(single.policy.model)
+    assert saved.keys() == expected.keys() and any(bool(v.any()) for k, v in saved.items() if "lora_B" in k)
+    for key, value in expected.items():
+        torch.testing.assert_close(saved[key], value, atol=1e-6, rtol=0)
+
+    sharded_config = _fsdp_config(tmp_path, model_dir)  # under one process: warned, and the policy stays whole
+    restored = load_checkpoint(tmp_path / "run" / "checkpoints" / "step-2", fingerprint=sharded_config.fingerprint())
+    assert WHOLE_OPTIMIZER in restored.trainer["optimizer"]
+    resumed = Learner.build(model_dir, sharded_config, restored, SINGLE)
+    for got, want in zip(_moments(resumed), _moments(single), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-7, rtol=1e-5)
+    for name, value in _trainable(single).items():
+        torch.testing.assert_close(_trainable(resumed)[name], value, atol=1e-6, rtol=0)
+
+    _spawn(_fsdp_resume_worker, model_dir, tmp_path)  # the same checkpoint resumed sharded, one step further
+    single.update(_sequences(), single_config, SINGLE)
+    further = load_file(tmp_path / "resumed-adapter" / "adapter_model.safetensors")
+    for key, value in get_peft_model_state_dict(single.policy.model).items():
+        torch.testing.assert_close(further[key], value, atol=1e-6, rtol=0)
 
 
 def test_the_learner_runs_where_policy_device_says(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -64,6 +64,9 @@ class PolicySettings(_Strict):
     # Where the learner runs: "auto" is the rank's GPU (torchrun's LOCAL_RANK; the first GPU in one process) when
     # CUDA is available, else the CPU; "cuda" refuses to start without a GPU instead of training on the CPU.
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # "fsdp": the base model's weights are sharded over the learner ranks (FSDP2), for a policy that does not fit
+    # one device; needs torchrun with 2 or more ranks. The update is the same, so it is not in the fingerprint.
+    shard: Literal["none", "fsdp"] = "none"
 
 
 class VLLMSettings(_Strict):
@@ -288,7 +291,7 @@ class TrainConfig(_Strict):
             exclude={
                 "run": {"steps"},
                 "logging": True,
-                "policy": {"device"},  # where the learner computes: a run resumes on other hardware
+                "policy": {"device", "shard"},  # where the learner computes: a run resumes on other hardware
                 "vllm": {"url", "urls", "replicas", "replica_env", "python", "restart_dead"},
                 "sft": True,
             },

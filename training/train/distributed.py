@@ -11,8 +11,8 @@
   are summed over the ranks (`all_reduce_gradients`, SUM): the result is exactly the one-process gradient of the
   minibatch's token-mean loss, and the gradient clipping and AdamW step that follow are identical on every rank.
 - The other ranks (`Trainer._follow`) wait at the next broadcast while rank 0 rolls out, publishes and checkpoints.
-- FSDP (`fully_shard_policy`) shards a policy too large for one device; `policy_update` handles it, the Trainer
-  does not use it yet (see the design note).
+- FSDP (`fully_shard_policy`, `policy.shard: fsdp`) shards a policy too large for one device; `policy_update`
+  handles it, and `whole_learner_state` gathers what rank 0 publishes and checkpoints (see the design note).
 """
 
 from __future__ import annotations
@@ -199,6 +199,39 @@ def fully_shard_policy(policy: Any) -> None:
             fully_shard(module)
     fully_shard(model)
     policy.sharded = True
+
+
+WHOLE_OPTIMIZER = "fsdp_full_state"  # the key of a sharded run's optimizer state in a checkpoint
+
+
+def whole_learner_state(policy: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
+    """A sharded policy's state whole, for rank 0 to publish and checkpoint alone: gathers the trainable weights
+    (`PolicyModel.gather_trainable`) and returns the optimizer state keyed by parameter name. A collective:
+    every rank calls it at the same point. None for an unsharded policy (its own state is whole already)."""
+    if not policy.sharded:
+        return None
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    policy.gather_trainable()
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return {WHOLE_OPTIMIZER: get_optimizer_state_dict(policy.model, optimizer, options=options)}
+
+
+def load_optimizer_state(policy: Any, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Restore a checkpoint's optimizer state: a sharded run's (by parameter name, whole; every rank reads the
+    same file and keeps its shard) or a one-process run's (`optimizer.state_dict()`)."""
+    if WHOLE_OPTIMIZER in state:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        options = StateDictOptions(full_state_dict=True)
+        set_optimizer_state_dict(policy.model, optimizer, state[WHOLE_OPTIMIZER], options=options)
+        return
+    if policy.sharded:
+        raise ValueError(
+            "this checkpoint's optimizer state was written by an unsharded learner: resume it with "
+            "policy.shard: none (the update is the same), or start a sharded run from its adapter"
+        )
+    optimizer.load_state_dict(state)
 
 
 def to_float(value: torch.Tensor) -> float:

@@ -50,6 +50,7 @@ from training.rollout import (
     in_process_clients,
     remote_clients,
 )
+from training.rollout.samples import TurnSample
 from training.traces.contested import keep_contested
 from training.train.checkpoint import (
     CheckpointError,
@@ -64,7 +65,16 @@ from training.train.checkpoint import (
     save_checkpoint,
 )
 from training.train.config import TrainConfig
-from training.train.distributed import SINGLE, Topology, broadcast_object, broadcast_parameters, learner_device
+from training.train.distributed import (
+    SINGLE,
+    Topology,
+    broadcast_object,
+    broadcast_parameters,
+    fully_shard_policy,
+    learner_device,
+    load_optimizer_state,
+    whole_learner_state,
+)
 from training.train.families import families_of, family_metrics, operator_push
 from training.train.metrics import MetricsLog
 from training.train.optim import build_optimizer
@@ -105,11 +115,8 @@ class RunContext:
     problem stream and the metrics log. `adapter` names what vLLM serves as the newest policy."""
 
     service: PolicyService
-    policy: PolicyModel
-    optimizer: torch.optim.AdamW
-    scheduler: torch.optim.lr_scheduler.LambdaLR
+    learner: Learner
     stream: ProblemStream
-    update_generator: torch.Generator
     metrics: MetricsLog
     openai: AsyncOpenAI
     make_client: MakeClient
@@ -166,10 +173,12 @@ class Learner:
     optimizer: torch.optim.AdamW
     scheduler: torch.optim.lr_scheduler.LambdaLR
     update_generator: torch.Generator
+    whole_optimizer: dict[str, Any] | None = None  # a sharded learner's optimizer state, gathered (`gather`)
 
     @classmethod
     def build(cls, model_dir: Path, config: TrainConfig, restored: Restored | None, topology: Topology) -> Learner:
-        """The fresh learner (every rank seeded alike, then given rank 0's parameters) or the checkpoint's."""
+        """The fresh learner (every rank seeded alike, then given rank 0's parameters) or the checkpoint's;
+        sharded over the ranks with `policy.shard: fsdp` (every rank builds it at the same point)."""
         update_generator = torch.Generator().manual_seed(config.run.seed)
         policy = PolicyModel.for_config(
             model_dir,
@@ -179,12 +188,38 @@ class Learner:
         )
         if topology.distributed and restored is None:  # a checkpoint's adapter is the same file on every rank
             broadcast_parameters(policy.trainable_parameters())
+        if config.policy.shard == "fsdp":
+            if topology.distributed:
+                fully_shard_policy(policy)
+            else:
+                log.warning("fsdp_needs_ranks", detail="policy.shard: fsdp under one process: the policy is whole")
         optimizer, scheduler = build_optimizer(policy.trainable_parameters(), config.optim, config.run.steps)
         if restored is not None:
-            optimizer.load_state_dict(restored.trainer["optimizer"])
+            load_optimizer_state(policy, optimizer, restored.trainer["optimizer"])
             scheduler.load_state_dict(restored.trainer["scheduler"])
             restore_rng(restored.trainer["rng"], update_generator)
+        # Rank 0 publishes the starting adapter alone. Not the optimizer state yet: gathering an empty one makes
+        # torch initialise it with a zero-gradient step, which advances Adam's step count (its bias correction).
+        policy.gather_trainable()
         return cls(policy, optimizer, scheduler, update_generator)
+
+    def update(
+        self, sequences: list[tuple[TurnSample, float]], config: TrainConfig, topology: Topology
+    ) -> dict[str, float]:
+        """One step's policy update (every rank, on the same sequences), then the state gathered whole if sharded."""
+        metrics = policy_update(
+            self.policy, self.optimizer, sequences, config.optim, config.loss, self.update_generator, topology
+        )
+        self.gather()
+        return metrics
+
+    def gather(self) -> None:
+        """A sharded learner's state whole on rank 0 (a collective; a no-op unsharded): after every update."""
+        self.whole_optimizer = whole_learner_state(self.policy, self.optimizer)
+
+    def optimizer_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the optimizer: the gathered state when sharded."""
+        return self.whole_optimizer if self.whole_optimizer is not None else self.optimizer.state_dict()
 
 
 class Trainer:
@@ -267,11 +302,8 @@ class Trainer:
                 async with self._rollout_side(service) as (openai, make_client):
                     run = RunContext(
                         service=service,
-                        policy=learner.policy,
-                        optimizer=learner.optimizer,
-                        scheduler=learner.scheduler,
+                        learner=learner,
                         stream=stream,
-                        update_generator=learner.update_generator,
                         metrics=metrics,
                         openai=openai,
                         make_client=make_client,
@@ -283,15 +315,7 @@ class Trainer:
         """A rank other than 0: take part in each step's update on the sequences rank 0 broadcasts, until it
         broadcasts None. It writes nothing: rank 0 logs, checkpoints and publishes the (identical) adapter."""
         while (sequences := broadcast_object(None, self.topology)) is not None:
-            policy_update(
-                learner.policy,
-                learner.optimizer,
-                sequences,
-                self.config.optim,
-                self.config.loss,
-                learner.update_generator,
-                self.topology,
-            )
+            learner.update(sequences, self.config, self.topology)
             _step_schedule(learner.scheduler)
 
     @asynccontextmanager
@@ -378,7 +402,7 @@ class Trainer:
         if stop is not None:
             # `--resume` serves the checkpoint's adapter on the replicas it finds then.
             log.warning("checkpoint_before_stop", step=step, reason="no policy replica left to serve the adapter")
-            self._checkpoint(step, run.policy, run.optimizer, run.scheduler, run.update_generator, run.stream.cursor)
+            self._checkpoint(step, run.learner, run.stream.cursor)
             raise stop
         # Last: a checkpoint at step N promises that everything of step N (metrics included) is written.
         # A kill before it redoes step N on resume; the rows it logged are dropped then.
@@ -433,29 +457,21 @@ class Trainer:
         if self.config.logging.sequences:
             write_sequences(self.out_dir, step, sequences)
         broadcast_object(sequences, self.topology)  # the other ranks' share of the update (none in one process)
-        updated = await anyio.to_thread.run_sync(
-            policy_update,
-            run.policy,
-            run.optimizer,
-            sequences,
-            self.config.optim,
-            self.config.loss,
-            run.update_generator,
-            self.topology,
-        )
-        lr = float(run.scheduler.get_last_lr()[0])
-        _step_schedule(run.scheduler)
+        learner = run.learner
+        updated = await anyio.to_thread.run_sync(learner.update, sequences, self.config, self.topology)
+        lr = float(learner.scheduler.get_last_lr()[0])
+        _step_schedule(learner.scheduler)
         return {**updated, "optim/lr": lr}
 
     async def _publish_adapter(self, run: RunContext, step: int) -> dict[str, float]:
         """Phase 3: save `adapters/step-N`, serve it as `<run>@N` (the next rollouts use it), restart the run's dead
         replicas with it, drop adapter folders vLLM no longer serves, and check that every replica applies it;
         returns the check's metrics."""
-        adapter_dir = run.policy.save_adapter(self.adapters / f"step-{step}")
+        adapter_dir = run.learner.policy.save_adapter(self.adapters / f"step-{step}")
         run.adapter = await run.service.lora.publish(adapter_dir, step)
         await run.service.restart_dead(adapter_dir, step)
         self._prune_adapters(run.service)
-        return await self._verify_sync(run.service, run.policy)
+        return await self._verify_sync(run.service, run.learner.policy)
 
     def _log_step(self, run: RunContext, outcome: StepOutcome) -> dict[str, float]:
         """Phase 4: the step's metrics row with its workflow-family shares, its batch's problem ids (what
@@ -488,7 +504,7 @@ class Trainer:
         """Phase 5: a checkpoint every `checkpoint_every` steps and at the last; plots at the same cadence."""
         config = self.config
         if step % config.run.checkpoint_every == 0 or step == config.run.steps:
-            self._checkpoint(step, run.policy, run.optimizer, run.scheduler, run.update_generator, run.stream.cursor)
+            self._checkpoint(step, run.learner, run.stream.cursor)
         if config.logging.plots and step % config.run.checkpoint_every == 0:
             _plot(self.out_dir)
 
@@ -503,7 +519,7 @@ class Trainer:
         if done < 1 or done % config.run.checkpoint_every == 0:
             return  # nothing to resume from yet, or the checkpoint of `done` is already written
         log.warning("checkpoint_before_stop", step=done, reason="no policy replica left")
-        self._checkpoint(done, run.policy, run.optimizer, run.scheduler, run.update_generator, cursor)
+        self._checkpoint(done, run.learner, cursor)
 
     async def _verify_sync(self, service: PolicyService, policy: PolicyModel) -> dict[str, float]:
         """The stale-adapter guard on every live replica: once the adapter is not the identity, each must answer
@@ -524,15 +540,7 @@ class Trainer:
             "sync/probe_spread": max(diffs) - min(diffs),
         }
 
-    def _checkpoint(
-        self,
-        step: int,
-        policy: PolicyModel,
-        optimizer: torch.optim.AdamW,
-        scheduler: torch.optim.lr_scheduler.LambdaLR,
-        update_generator: torch.Generator,
-        cursor: StreamCursor,
-    ) -> None:
+    def _checkpoint(self, step: int, learner: Learner, cursor: StreamCursor) -> None:
         state = CheckpointState(
             step=step,
             cursor=cursor,
@@ -541,14 +549,14 @@ class Trainer:
             created=now_iso(),
         )
         trainer = {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": rng_state(update_generator),
+            "optimizer": learner.optimizer_state(),
+            "scheduler": learner.scheduler.state_dict(),
+            "rng": rng_state(learner.update_generator),
         }
         save_checkpoint(
             self.checkpoints,
             state,
-            write_adapter=policy.save_adapter,
+            write_adapter=learner.policy.save_adapter,
             trainer=trainer,
             keep=self.config.run.keep_checkpoints,
         )

@@ -40,6 +40,17 @@ def disable_dropout(model: torch.nn.Module) -> int:
     return len(dropouts)
 
 
+def _whole(parameter: Tensor) -> Tensor:
+    """A DTensor's full value (an all-gather), or the tensor itself."""
+    full = getattr(parameter, "full_tensor", None)
+    return full() if callable(full) else parameter
+
+
+def _fsdp_names(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The names peft knows: FSDP's wrapper inserts nothing in FSDP2, but older wrappers' prefix is dropped."""
+    return {name.replace("_fsdp_wrapped_module.", ""): value for name, value in state.items()}
+
+
 class PolicyModel:
     def __init__(self, model: Any, *, pad_id: int, chunk_size: int, device: torch.device | None = None) -> None:
         self.model = model
@@ -47,6 +58,8 @@ class PolicyModel:
         self.pad_id = pad_id
         self.chunk_size = chunk_size
         self.sharded = False  # FSDP over the ranks (`distributed.fully_shard_policy`)
+        # a sharded policy's trainable weights, whole, as of the last `gather_trainable` (every rank calls it)
+        self.gathered: dict[str, Tensor] | None = None
         disable_dropout(model)  # deterministic log-probs for the ratio: see the module docstring
 
     @classmethod
@@ -146,14 +159,34 @@ class PolicyModel:
         return token_logprobs(logits, batch.target_ids, self.chunk_size)
 
     @torch.no_grad()
+    def gather_trainable(self) -> None:
+        """A sharded policy: gather each trainable weight whole (a collective: every rank calls it, in the same
+        order), so rank 0 can write the adapter alone. Cheap for LoRA; the frozen base stays sharded."""
+        if self.sharded:
+            self.gathered = {
+                name: _whole(p).detach().cpu().clone() for name, p in self.model.named_parameters() if p.requires_grad
+            }
+
+    def _trainable_state(self) -> dict[str, Tensor]:
+        if not self.sharded:
+            return {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        if self.gathered is None:
+            raise RuntimeError("a sharded policy's adapter is written from gather_trainable(); call it on every rank")
+        return self.gathered
+
+    @torch.no_grad()
     def adapter_is_identity(self) -> bool:
         """True while every LoRA B matrix is zero (a fresh adapter: the policy equals the base model)."""
-        return all(not bool(p.any()) for name, p in self.model.named_parameters() if "lora_B" in name)
+        return all(not bool(p.any()) for name, p in self._trainable_state().items() if "lora_B" in name)
 
     def save_adapter(self, folder: Path) -> Path:
-        """Write the adapter as peft `save_pretrained` does (what vLLM loads); returns the folder."""
+        """Write the adapter as peft `save_pretrained` does (what vLLM loads); returns the folder. A sharded
+        policy writes the weights its last `gather_trainable` collected."""
         folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(str(folder))
+        if self.sharded:
+            self.model.save_pretrained(str(folder), state_dict=_fsdp_names(self._trainable_state()))
+        else:
+            self.model.save_pretrained(str(folder))
         return folder
 
     def train(self) -> None:
