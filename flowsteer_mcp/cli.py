@@ -65,6 +65,29 @@ def _server_parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="HTTP: a browser origin (scheme://host[:port]) that may call the server besides loopback pages",
     )
+    _add_oauth_arguments(parser)
+    parser.add_argument(
+        "--tools",
+        metavar="NAME[,NAME...]",
+        help="offer only these tools (for clients that cap the tool count), e.g. solve,list_library,get_job",
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", help="offer only the read-only tools (get_workflow, list_*, export...)"
+    )
+    _add_director_arguments(parser)
+    parser.add_argument("--max-workflows", type=int, default=1000)
+    parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
+    parser.add_argument(
+        "--persistent-ttl",
+        type=float,
+        default=None,
+        help="seconds without an edit before a stored (sqlite, postgresql) workflow is deleted (default 30 days; 0 = never)",
+    )
+    parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
+    return parser
+
+
+def _add_oauth_arguments(parser: argparse.ArgumentParser) -> None:
     oauth = parser.add_argument_group("OAuth 2.1 (HTTP; instead of a bearer token)")
     oauth.add_argument("--oauth-issuer", metavar="URL", help="the authorization server whose JWT access tokens count")
     oauth.add_argument(
@@ -75,14 +98,9 @@ def _server_parser() -> argparse.ArgumentParser:
     )
     oauth.add_argument("--oauth-read-scope", metavar="SCOPE", help="scope of the read-only tools (flowsteer:read)")
     oauth.add_argument("--oauth-write-scope", metavar="SCOPE", help="scope of the editing tools (flowsteer:write)")
-    parser.add_argument(
-        "--tools",
-        metavar="NAME[,NAME...]",
-        help="offer only these tools (for clients that cap the tool count), e.g. solve,list_library,get_job",
-    )
-    parser.add_argument(
-        "--read-only", action="store_true", help="offer only the read-only tools (get_workflow, list_*, export...)"
-    )
+
+
+def _add_director_arguments(parser: argparse.ArgumentParser) -> None:
     director = parser.add_argument_group("Flow-Director (solve with director='policy')")
     director.add_argument("--policy-url", metavar="URL", help="OpenAI-compatible base URL of a running policy server")
     director.add_argument("--policy-model", metavar="NAME", help="the model name that server serves the policy as")
@@ -94,16 +112,6 @@ def _server_parser() -> argparse.ArgumentParser:
         help="serve the shipped director from startup to shutdown (vLLM, the local server, or auto); "
         "`flowsteer serve` only",
     )
-    parser.add_argument("--max-workflows", type=int, default=1000)
-    parser.add_argument("--ttl", type=float, default=3600.0, help="idle seconds before an in-memory workflow expires")
-    parser.add_argument(
-        "--persistent-ttl",
-        type=float,
-        default=None,
-        help="seconds without an edit before a stored (sqlite, postgresql) workflow is deleted (default 30 days; 0 = never)",
-    )
-    parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
-    return parser
 
 
 def _http_token(variable: str) -> SecretStr | None:

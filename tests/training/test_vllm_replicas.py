@@ -315,7 +315,7 @@ def test_losing_every_replica_during_rollouts_checkpoints_the_last_step_the_cade
     trainer = Trainer(config)
     written: list[tuple[int, Any]] = []
     trainer._checkpoint = lambda step, *state: written.append((step, state[-1]))  # type: ignore[method-assign]
-    run: Any = SimpleNamespace(policy="p", optimizer="o", scheduler="s", update_generator="g")
+    run: Any = SimpleNamespace(learner="the learner")
     cursor = StreamCursor(epoch=0, position=4)
     for step in (1, 4, 5):  # nothing done yet; step 3 is already checkpointed; step 4 is not
         trainer._checkpoint_before_stop(run, step, cursor)

@@ -105,9 +105,14 @@ class _ListWorkflows(argparse.Action):
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    from training.evaluate.directors import DIRECTOR_NAMES
+    """Every `flowsteer eval` option, in its help group."""
+    _add_problem_arguments(parser.add_argument_group("problems"))
+    _add_director_arguments(parser.add_argument_group("directors"))
+    _add_execution_arguments(parser.add_argument_group("execution"))
+    _add_output_arguments(parser.add_argument_group("output"))
 
-    data = parser.add_argument_group("problems")
+
+def _add_problem_arguments(data: argparse._ArgumentGroup) -> None:
     data.add_argument(
         "--data",
         action="append",
@@ -127,7 +132,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument("--sources", type=_source_list, metavar="A,B", help="keep only these sources, e.g. gsm8k,mbpp")
 
-    who = parser.add_argument_group("directors")
+
+def _add_director_arguments(who: argparse._ArgumentGroup) -> None:
+    from training.evaluate.directors import DIRECTOR_NAMES
+
     who.add_argument(
         "--director",
         action="append",
@@ -161,7 +169,6 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="token budget of the policy's one re-ask when a turn has no action (default 128)",
     )
-
     who.add_argument(
         "--policy-config",
         type=Path,
@@ -182,7 +189,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "transformers server, or whichever is available (auto, the default)",
     )
 
-    run = parser.add_argument_group("execution")
+
+def _add_execution_arguments(run: argparse._ArgumentGroup) -> None:
     run.add_argument("--config", type=Path, help="executor config file (TOML/YAML); default: $FLOWSTEER_CONFIG")
     run.add_argument(
         "--mcp-url",
@@ -201,7 +209,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     replay.add_argument("--record", type=Path, metavar="FILE", help="record every LLM request/response to JSONL")
     replay.add_argument("--replay", type=Path, metavar="FILE", help="answer every LLM request from a recording")
 
-    out = parser.add_argument_group("output")
+
+def _add_output_arguments(out: argparse._ArgumentGroup) -> None:
     out.add_argument(
         "--out",
         type=Path,

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import structlog
@@ -131,6 +132,26 @@ async def run_episode(
     )
 
 
+def _check_run(directors: Sequence[Director], concurrency: int) -> list[str]:
+    """The directors' names, refused when they would collide in one report (or nothing could run)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    names = [director.name for director in directors]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise ValueError(f"director names must be unique in one report; repeated: {', '.join(duplicated)}")
+    return names
+
+
+def _progress_bar(total: int, done: int, *, enabled: bool) -> Any:
+    """A tqdm bar on stderr (disabled: silent); tqdm is the [train] extra's, so `flowsteer --help` needs none."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total, initial=done, desc="eval", unit="episode", file=sys.stderr, disable=not enabled, dynamic_ncols=True
+    )
+
+
 async def evaluate(
     problems: Sequence[Problem],
     directors: Sequence[Director],
@@ -153,12 +174,7 @@ async def evaluate(
     (`ItemResult.run_failure`), which run again; `on_item` sees each newly graded item as soon as it exists
     (the journal makes it durable there).
     """
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    names = [director.name for director in directors]
-    duplicated = sorted({name for name in names if names.count(name) > 1})
-    if duplicated:
-        raise ValueError(f"director names must be unique in one report; repeated: {', '.join(duplicated)}")
+    names = _check_run(directors, concurrency)
     config = config or EvalConfig(directors=names, concurrency=concurrency)
     pairs = [(director, problem) for problem in problems for director in directors]
     reused = {item_key(item): item for item in done if not item.run_failure}
@@ -170,17 +186,7 @@ async def evaluate(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     started = time.monotonic()
     failures = sum(item.failed for item in items if item is not None)
-    from tqdm import tqdm  # the [train] extra's; imported here so `flowsteer --help` runs on the base install
-
-    bar = tqdm(
-        total=len(pairs),
-        initial=resumed,
-        desc="eval",
-        unit="episode",
-        file=sys.stderr,
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = _progress_bar(len(pairs), resumed, enabled=progress)
 
     async def run_pair(index: int, director: Director, problem: Problem) -> None:
         nonlocal failures

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Literal
 
@@ -279,17 +279,7 @@ async def collect_groups(
     does not return usable token ids.
     """
     _check_batch(problems, group_size, concurrency, timeout_s)
-    slots = [
-        _Trajectory(
-            problem,
-            index,
-            _group_id(problem, grouping),
-            episode_key(episode_prefix, problem, index),
-            make_director(problem, index),
-        )
-        for problem in problems
-        for index in range(group_size)
-    ]
+    slots = _slots(problems, group_size, grouping, episode_prefix, make_director)
     retries = _Retries([pool for pool in (replicas, canvas_servers) if pool is not None], make_director)
     run_attempt = partial(
         _Trajectory.run,
@@ -309,20 +299,12 @@ async def collect_groups(
 
         async def run_slot(position: int, slot: _Trajectory) -> None:
             async with limiter:
-                episode = CANVAS_EPISODE.set(slot.episode_id) if canvas_servers is not None else None
                 try:
-                    attempt: _Trajectory | None = slot
-                    while attempt is not None:
-                        sample = await run_attempt(attempt)
-                        attempt = retries.next_attempt(attempt, sample)
+                    sample = await _attempts(slot, run_attempt, retries, named=canvas_servers is not None)
                 except (MissingTokenIds, TokenCountMismatch, NoReplicaLeftError) as error:
                     fatal.append(error)
                     group.cancel_scope.cancel()
                     return
-                finally:
-                    retries.forget(slot.episode_id)
-                    if episode is not None:
-                        CANVAS_EPISODE.reset(episode)
             results[position] = sample
             if on_episode is not None:
                 on_episode(sample)
@@ -334,16 +316,50 @@ async def collect_groups(
         raise fatal[0]
     episodes = [sample for sample in results if sample is not None]
     stats = _assign_advantages(episodes, advantage_eps, advantage_scale, drop_zero_variance)
+    wall_s = time.monotonic() - started
     batch = RolloutBatch(
-        episodes=episodes,
-        advantages=stats,
-        mode=mode,
-        grouping=grouping,
-        wall_s=time.monotonic() - started,
-        retried=retries.count,
+        episodes=episodes, advantages=stats, mode=mode, grouping=grouping, wall_s=wall_s, retried=retries.count
     )
     _log_batch(batch)
     return batch
+
+
+async def _attempts(
+    slot: _Trajectory,
+    run_attempt: Callable[[_Trajectory], Awaitable[EpisodeSample]],
+    retries: _Retries,
+    *,
+    named: bool,
+) -> EpisodeSample:
+    """The slot's attempts until one stands (`_Retries`); `named`: its canvas sessions are leased by episode id."""
+    episode = CANVAS_EPISODE.set(slot.episode_id) if named else None
+    try:
+        attempt: _Trajectory | None = slot
+        while attempt is not None:
+            sample = await run_attempt(attempt)
+            attempt = retries.next_attempt(attempt, sample)
+        return sample
+    finally:
+        retries.forget(slot.episode_id)
+        if episode is not None:
+            CANVAS_EPISODE.reset(episode)
+
+
+def _slots(
+    problems: Sequence[Problem], group_size: int, grouping: Grouping, prefix: str, make_director: MakeDirector
+) -> list[_Trajectory]:
+    """Every rollout of the batch, problem by problem, each with its group, episode id and own director."""
+    return [
+        _Trajectory(
+            problem,
+            index,
+            _group_id(problem, grouping),
+            episode_key(prefix, problem, index),
+            make_director(problem, index),
+        )
+        for problem in problems
+        for index in range(group_size)
+    ]
 
 
 def _check_batch(problems: Sequence[Problem], group_size: int, concurrency: int, timeout_s: float | None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -81,6 +82,53 @@ def _stack_tails(tails: Sequence[Tensor], width: int, device: torch.device) -> T
     return out
 
 
+@dataclass
+class _Plan:
+    """The step's sequences as the update walks them: every epoch's minibatches (drawn up front: the generator's
+    draws are those of a loop drawing them one by one) and this rank's shard of each."""
+
+    lengths: list[int]
+    tokens: list[int]
+    minibatches: list[list[list[int]]]
+    shards: list[list[list[int]]]
+    sharded: bool  # FSDP over several ranks: every rank runs as many forwards and backwards as the others
+
+    @classmethod
+    def draw(
+        cls,
+        policy: PolicyModel,
+        sequences: Sequence[tuple[TurnSample, float]],
+        optim: OptimSettings,
+        generator: torch.Generator,
+        topology: Topology,
+    ) -> _Plan:
+        tokens = [s.n_policy_tokens for s, _ in sequences]
+        plan = [split_minibatches(len(sequences), optim.minibatches, generator) for _ in range(optim.ppo_epochs)]
+        shards = [[shard_by_tokens(mb, tokens, topology.world)[topology.rank] for mb in epoch] for epoch in plan]
+        return cls(
+            lengths=[len(s.prompt_ids) + len(s.completion_ids) for s, _ in sequences],
+            tokens=tokens,
+            minibatches=plan,
+            shards=shards,
+            sharded=policy.sharded and topology.distributed,
+        )
+
+    @property
+    def needed(self) -> list[int]:
+        """The sequences this rank's shards cover: its reference log-probs are computed for exactly these."""
+        return sorted({i for epoch in self.shards for shard in epoch for i in shard})
+
+
+@dataclass
+class _Totals:
+    """What the step's updates add up to, for its metrics."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    grad_norms: list[float] = field(default_factory=list)
+    ratio_max: float = 0.0
+    updates: int = 0
+
+
 def policy_update(
     policy: PolicyModel,
     optimizer: torch.optim.Optimizer,
@@ -97,107 +145,114 @@ def policy_update(
     started = time.monotonic()
     if not sequences:
         return {"optim/updates": 0.0, "optim/sequences": 0.0, "optim/policy_tokens": 0.0, "time/update_s": 0.0}
-    lengths = [len(s.prompt_ids) + len(s.completion_ids) for s, _ in sequences]
-    with_kl = loss_settings.kl_beta > 0
-    with_entropy = loss_settings.entropy_coef > 0
-    tokens = [s.n_policy_tokens for s, _ in sequences]
-    # Every epoch's minibatches, drawn up front (the generator's draws are those of a loop drawing them one by
-    # one); each minibatch's shard of this rank: the rank's reference log-probs cover exactly its shards.
-    plan = [split_minibatches(len(sequences), optim.minibatches, generator) for _ in range(optim.ppo_epochs)]
-    shards = [[shard_by_tokens(mb, tokens, topology.world)[topology.rank] for mb in epoch] for epoch in plan]
-    needed = sorted({i for epoch in shards for shard in epoch for i in shard})
-    # FSDP gathers parameters in every forward: its ranks must run as many forwards (and backwards) as each other.
-    sharded = policy.sharded and topology.distributed
+    plan = _Plan.draw(policy, sequences, optim, generator, topology)
     policy.eval()  # reference log-probs without dropout
-    references = (
-        _reference_tails(
-            policy,
-            sequences,
-            lengths,
-            optim.micro_batch_size,
-            needed,
-            _most_chunks(plan, tokens, lengths, optim.micro_batch_size, topology.world) if sharded else 0,
+    references: list[Tensor] = []
+    if loss_settings.kl_beta > 0:
+        at_least = _most_chunks(plan.minibatches, plan.tokens, plan.lengths, optim.micro_batch_size, topology.world)
+        references = _reference_tails(
+            policy, sequences, plan.lengths, optim.micro_batch_size, plan.needed, at_least if plan.sharded else 0
         )
-        if with_kl
-        else []
-    )
     policy.train()
-    params = policy.trainable_parameters()
-    sums: dict[str, float] = {}
-    grad_norms: list[float] = []
-    ratio_max = 0.0
-    updates = 0
-    for epoch, epoch_shards in zip(plan, shards, strict=True):
+    totals = _Totals()
+    for epoch, epoch_shards in zip(plan.minibatches, plan.shards, strict=True):
         for minibatch, shard in zip(epoch, epoch_shards, strict=True):
-            # The minibatch-wide (global) counts: every rank's loss is a share of the whole minibatch's mean.
-            tokens_total = sum(tokens[i] for i in minibatch)
-            sequences_total = sum(tokens[i] > 0 for i in minibatch)
-            if tokens_total == 0:
-                continue
-            optimizer.zero_grad(set_to_none=True)
-            update: dict[str, float] = {}
-            micros = micro_batches(shard, lengths, optim.micro_batch_size)
-            if sharded:  # zero-weight micro-batches so every rank runs the same number of forwards/backwards
-                most = max(
-                    len(micro_batches(other, lengths, optim.micro_batch_size))
-                    for other in shard_by_tokens(minibatch, tokens, topology.world)
-                )
-                micros += [[]] * (most - len(micros))
-            for micro in micros:
-                if not micro:
-                    batch = policy.batch([sequences[minibatch[0]]])
-                    logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
-                    (logp.sum() * 0.0 + (entropy.sum() * 0.0 if entropy is not None else 0.0)).backward()
-                    continue
-                batch = policy.batch([sequences[i] for i in micro])
-                logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
-                reference = _stack_tails([references[i] for i in micro], batch.tail, policy.device) if with_kl else None
-                loss, metrics = cwrpo_loss(
-                    logp,
-                    batch.behaviour_logprobs,
-                    reference,
-                    batch.advantages,
-                    batch.target_mask,
-                    clip_eps=loss_settings.clip_eps,
-                    kl_beta=loss_settings.kl_beta,
-                    entropy_coef=loss_settings.entropy_coef,
-                    entropy=entropy,
-                    normalisation=loss_settings.normalisation,
-                )
-                if loss_settings.normalisation == "token":
-                    weight = metrics.n_tokens / tokens_total
-                else:
-                    weight = metrics.n_sequences / sequences_total
-                # FSDP reduce-scatters the mean of the ranks' gradients: scaled by the ranks, it is their sum.
-                (loss * (weight * topology.world if sharded else weight)).backward()
-                _accumulate(update, metrics, weight)
-                ratio_max = max(ratio_max, metrics.ratio_max)
-            if topology.distributed:
-                if not sharded:
-                    all_reduce_gradients(params)  # SUM: each rank's share is already weighted by the global counts
-                update = all_reduce_sums(update, _WEIGHTED)
-            norm = to_float(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
-            if not math.isfinite(norm):
-                raise FloatingPointError(f"gradient norm is {norm}: the update would corrupt the adapter")
-            optimizer.step()
-            grad_norms.append(norm)
-            updates += 1
-            for name, value in update.items():
-                sums[name] = sums.get(name, 0.0) + value
+            _minibatch_update(
+                policy, optimizer, sequences, minibatch, shard, plan, references, optim, loss_settings, topology, totals
+            )
     optimizer.zero_grad(set_to_none=True)
     policy.eval()
     if topology.distributed:
-        ratio_max = all_reduce_max(ratio_max)
-    out = {f"loss/{name}": value / updates for name, value in sums.items()} if updates else {}
+        totals.ratio_max = all_reduce_max(totals.ratio_max)
+    return _step_metrics(totals, sequences, topology, time.monotonic() - started)
+
+
+def _minibatch_update(
+    policy: PolicyModel,
+    optimizer: torch.optim.Optimizer,
+    sequences: Sequence[tuple[TurnSample, float]],
+    minibatch: list[int],
+    shard: list[int],
+    plan: _Plan,
+    references: list[Tensor],
+    optim: OptimSettings,
+    loss_settings: LossSettings,
+    topology: Topology,
+    totals: _Totals,
+) -> None:
+    """One optimizer update: this rank's shard of the minibatch in micro-batches, each loss a share of the whole
+    minibatch's mean (the global counts), gradients summed over the ranks, clipped, stepped."""
+    tokens_total = sum(plan.tokens[i] for i in minibatch)
+    sequences_total = sum(plan.tokens[i] > 0 for i in minibatch)
+    if tokens_total == 0:
+        return
+    optimizer.zero_grad(set_to_none=True)
+    update: dict[str, float] = {}
+    micros = micro_batches(shard, plan.lengths, optim.micro_batch_size)
+    if plan.sharded:  # zero-weight micro-batches so every rank runs the same number of forwards/backwards
+        most = max(
+            len(micro_batches(other, plan.lengths, optim.micro_batch_size))
+            for other in shard_by_tokens(minibatch, plan.tokens, topology.world)
+        )
+        micros += [[]] * (most - len(micros))
+    with_entropy = loss_settings.entropy_coef > 0
+    for micro in micros:
+        if not micro:
+            batch = policy.batch([sequences[minibatch[0]]])
+            logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
+            (logp.sum() * 0.0 + (entropy.sum() * 0.0 if entropy is not None else 0.0)).backward()
+            continue
+        batch = policy.batch([sequences[i] for i in micro])
+        logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
+        reference = _stack_tails([references[i] for i in micro], batch.tail, policy.device) if references else None
+        loss, metrics = cwrpo_loss(
+            logp,
+            batch.behaviour_logprobs,
+            reference,
+            batch.advantages,
+            batch.target_mask,
+            clip_eps=loss_settings.clip_eps,
+            kl_beta=loss_settings.kl_beta,
+            entropy_coef=loss_settings.entropy_coef,
+            entropy=entropy,
+            normalisation=loss_settings.normalisation,
+        )
+        if loss_settings.normalisation == "token":
+            weight = metrics.n_tokens / tokens_total
+        else:
+            weight = metrics.n_sequences / sequences_total
+        # FSDP reduce-scatters the mean of the ranks' gradients: scaled by the ranks, it is their sum.
+        (loss * (weight * topology.world if plan.sharded else weight)).backward()
+        _accumulate(update, metrics, weight)
+        totals.ratio_max = max(totals.ratio_max, metrics.ratio_max)
+    params = policy.trainable_parameters()
+    if topology.distributed:
+        if not plan.sharded:
+            all_reduce_gradients(params)  # SUM: each rank's share is already weighted by the global counts
+        update = all_reduce_sums(update, _WEIGHTED)
+    norm = to_float(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
+    if not math.isfinite(norm):
+        raise FloatingPointError(f"gradient norm is {norm}: the update would corrupt the adapter")
+    optimizer.step()
+    totals.grad_norms.append(norm)
+    totals.updates += 1
+    for name, value in update.items():
+        totals.sums[name] = totals.sums.get(name, 0.0) + value
+
+
+def _step_metrics(
+    totals: _Totals, sequences: Sequence[tuple[TurnSample, float]], topology: Topology, wall_s: float
+) -> dict[str, float]:
+    out = {f"loss/{name}": value / totals.updates for name, value in totals.sums.items()} if totals.updates else {}
     out.update(
         {
-            "loss/ratio_max": ratio_max,
-            "optim/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
-            "optim/grad_norm_max": max(grad_norms, default=0.0),
-            "optim/updates": float(updates),
+            "loss/ratio_max": totals.ratio_max,
+            "optim/grad_norm": sum(totals.grad_norms) / len(totals.grad_norms) if totals.grad_norms else 0.0,
+            "optim/grad_norm_max": max(totals.grad_norms, default=0.0),
+            "optim/updates": float(totals.updates),
             "optim/sequences": float(len(sequences)),
             "optim/policy_tokens": float(sum(s.n_policy_tokens for s, _ in sequences)),
-            "time/update_s": time.monotonic() - started,
+            "time/update_s": wall_s,
         }
     )
     if topology.distributed:
