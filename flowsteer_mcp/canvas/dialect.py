@@ -60,7 +60,7 @@ class PromptTurn:
 ParsedTurn = ActionTurn | CancelTurn | PromptTurn
 
 
-def strip_thinking(text: str) -> str:
+def _turn_without_thinking(text: str) -> str:
     """The turn without its reasoning (the one rule: `operators.parsing.strip_think`); an unclosed `<think>`
     makes the turn invalid, because the action was never written."""
     try:
@@ -174,7 +174,7 @@ def _lenient(text: str, rules: CanvasRules) -> ParsedTurn | None:
 
 def parse_action_turn(text: str, rules: CanvasRules, *, lenient: bool = False) -> ParsedTurn:
     """Parse a building-state turn into one action. Raises CanvasError with an actionable message."""
-    body = _FENCE.sub("", strip_thinking(text))
+    body = _FENCE.sub("", _turn_without_thinking(text))
     tags = Tags(body)
     verb_raw = tags.get("action")
     if verb_raw is None:
@@ -210,7 +210,7 @@ def parse_action_turn(text: str, rules: CanvasRules, *, lenient: bool = False) -
 
 def parse_prompt_turn(text: str) -> ParsedTurn:
     """Parse a prompt turn: the text itself is the prompt, unless it cancels or wrongly writes an action."""
-    body = strip_thinking(text)
+    body = _turn_without_thinking(text)
     tags = Tags(body)
     verb = tags.get("action")
     if verb is not None:

@@ -6,10 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from operators.base import Role
+from operators.base import Role, TaskType
 from operators.registry import OperatorRegistry, in_hint_order
-
-TaskType = Literal["math", "code", "qa", "general"]
 
 
 class FinishPolicy(BaseModel):

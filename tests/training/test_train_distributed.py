@@ -259,11 +259,11 @@ def _run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
     import anyio
 
     from training.train.distributed import shutdown
-    from training.train.loop import RunContext, Trainer
+    from training.train.loop import Trainer, TrainingRun
 
     class Leader(Trainer):
         async def _lead(self, learner: Learner, *args: object) -> None:
-            run = cast(RunContext, SimpleNamespace(learner=learner))
+            run = cast(TrainingRun, SimpleNamespace(learner=learner))
             learned = [await self._learn(run, cast(RolloutBatch, _BatchOf()), step) for step in (1, 2)]
             torch.save({"learned": learned, "params": _trainable(learner)}, Path(out) / "rank0.pt")
 
@@ -290,12 +290,12 @@ def _fsdp_run_worker(rank: int, world: int, port: int, model_dir: str, out: str)
     import anyio
 
     from training.train.distributed import shutdown
-    from training.train.loop import RunContext, Trainer
+    from training.train.loop import Trainer, TrainingRun
     from training.train.stream import StreamCursor
 
     class Leader(Trainer):
         async def _lead(self, learner: Learner, *args: object) -> None:
-            run = cast(RunContext, SimpleNamespace(learner=learner))
+            run = cast(TrainingRun, SimpleNamespace(learner=learner))
             learned = [await self._learn(run, cast(RolloutBatch, _BatchOf()), step) for step in (1, 2)]
             learner.policy.save_adapter(Path(out) / "adapter")
             self._checkpoint(2, learner, StreamCursor(epoch=0, position=4))

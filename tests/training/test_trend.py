@@ -19,7 +19,7 @@ from training.rollout import EpisodeSample, RolloutBatch
 from training.rollout.samples import TrajectoryMetrics
 from training.train.config import TrainConfig, parse_train_config
 from training.train.families import FAMILY_NAMES
-from training.train.loop import RunContext, StepOutcome, Trainer, _truncate_jsonl, trajectory_row
+from training.train.loop import StepOutcome, Trainer, TrainingRun, _truncate_jsonl, trajectory_row
 from training.train.metrics import MetricsLog, read_metrics
 from training.train.trend import (
     Point,
@@ -104,7 +104,7 @@ def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:
         outcome = StepOutcome(
             step=1, started=time.monotonic(), problems=[], adapter_used="r@0", batch=batch, learned={}, sync_check={}
         )
-        values = trainer._log_step(cast(RunContext, run), outcome)
+        values = trainer._log_step(cast(TrainingRun, run), outcome)
     rows = [json.loads(line) for line in (trainer.out_dir / "trajectories.jsonl").read_text().splitlines()]
     assert [row["episode_id"] for row in rows] == [e.episode_id for e in episodes]
     assert values["family/vote"] == pytest.approx(2 / 3) and values["family/single_call"] == pytest.approx(1 / 3)

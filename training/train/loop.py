@@ -1,6 +1,6 @@
 """The CWRPO training loop: rollouts through MCP on vLLM -> grouped advantages -> update -> adapter hand-over.
 
-Per training step N (1-based), `Trainer._step` runs these phases on the run's `RunContext`:
+Per training step N (1-based), `Trainer._step` runs these phases on the run's `TrainingRun`:
   1. `_collect`: draw `problems_per_step` problems from the stream; run G rollouts each through the canvas's MCP
      tools, the policy generating on vLLM with the adapter `<run>@<N-1>`; grade, reward, group advantages;
   2. `_learn`: update the LoRA policy on those tokens (`update.policy_update`), step the learning-rate schedule;
@@ -109,7 +109,7 @@ class TrainSummary(BaseModel):
 
 
 @dataclass
-class RunContext:
+class TrainingRun:
     """What every training step reads or advances, built once per invocation: the generation side (vLLM, the
     policy's OpenAI client, the canvas's MCP clients), the learner (policy, optimizer, schedule, update RNG), the
     problem stream and the metrics log. `adapter` names what vLLM serves as the newest policy."""
@@ -300,7 +300,7 @@ class Trainer:
                     await service.lora.unload_later_than(-1)
                     adapter = await service.lora.publish(learner.policy.save_adapter(self.adapters / "step-0"), 0)
                 async with self._rollout_side(service) as (openai, make_client):
-                    run = RunContext(
+                    run = TrainingRun(
                         service=service,
                         learner=learner,
                         stream=stream,
@@ -356,7 +356,7 @@ class Trainer:
             if server is not None:
                 await server.aclose()
 
-    async def _train(self, run: RunContext, done: int) -> None:
+    async def _train(self, run: TrainingRun, done: int) -> None:
         config = self.config
         progress = StepProgress(total=config.run.steps, initial=done, enabled=config.logging.progress)
         try:
@@ -372,7 +372,7 @@ class Trainer:
         finally:
             progress.close()
 
-    async def _step(self, run: RunContext, step: int) -> dict[str, float]:
+    async def _step(self, run: TrainingRun, step: int) -> dict[str, float]:
         """One training step as its phases, in order; returns the step's logged metrics."""
         started = time.monotonic()
         cursor = run.stream.cursor
@@ -409,7 +409,7 @@ class Trainer:
         self._checkpoint_if_due(run, step)
         return values
 
-    async def _collect(self, run: RunContext, problems: list[Problem], step: int) -> RolloutBatch:
+    async def _collect(self, run: TrainingRun, problems: list[Problem], step: int) -> RolloutBatch:
         """Phase 1: G graded, rewarded rollouts per problem on the newest adapter, with their group advantages."""
         config = self.config
         sampling = config.rollout.sampling
@@ -450,7 +450,7 @@ class Trainer:
         _require_some_success(batch, step)
         return batch
 
-    async def _learn(self, run: RunContext, batch: RolloutBatch, step: int) -> dict[str, float]:
+    async def _learn(self, run: TrainingRun, batch: RolloutBatch, step: int) -> dict[str, float]:
         """Phase 2: the policy update on the batch's tokens (in a thread: the event loop keeps serving), then one
         step of the learning-rate schedule; returns the update's metrics and the rate it used."""
         sequences = batch.training_sequences()
@@ -463,7 +463,7 @@ class Trainer:
         _step_schedule(learner.scheduler)
         return {**updated, "optim/lr": lr}
 
-    async def _publish_adapter(self, run: RunContext, step: int) -> dict[str, float]:
+    async def _publish_adapter(self, run: TrainingRun, step: int) -> dict[str, float]:
         """Phase 3: save `adapters/step-N`, serve it as `<run>@N` (the next rollouts use it), restart the run's dead
         replicas with it, drop adapter folders vLLM no longer serves, and check that every replica applies it;
         returns the check's metrics."""
@@ -473,7 +473,7 @@ class Trainer:
         self._prune_adapters(run.service)
         return await self._verify_sync(run.service, run.learner.policy)
 
-    def _log_step(self, run: RunContext, outcome: StepOutcome) -> dict[str, float]:
+    def _log_step(self, run: TrainingRun, outcome: StepOutcome) -> dict[str, float]:
         """Phase 4: the step's metrics row with its workflow-family shares, its batch's problem ids (what
         `--resume` and the plots read) and one journal row per trajectory (what the trend test reads)."""
         episodes = outcome.batch.episodes
@@ -500,7 +500,7 @@ class Trainer:
         _append_jsonl(self.out_dir / TRAJECTORIES_FILE, *rows)
         return values
 
-    def _checkpoint_if_due(self, run: RunContext, step: int) -> None:
+    def _checkpoint_if_due(self, run: TrainingRun, step: int) -> None:
         """Phase 5: a checkpoint every `checkpoint_every` steps and at the last; plots at the same cadence."""
         config = self.config
         if step % config.run.checkpoint_every == 0 or step == config.run.steps:
@@ -508,7 +508,7 @@ class Trainer:
         if config.logging.plots and step % config.run.checkpoint_every == 0:
             _plot(self.out_dir)
 
-    def _checkpoint_before_stop(self, run: RunContext, step: int, cursor: StreamCursor) -> None:
+    def _checkpoint_before_stop(self, run: TrainingRun, step: int, cursor: StreamCursor) -> None:
         """Every policy replica died during step `step`: make sure the run can resume at step `step - 1`.
 
         Nothing of step `step` was learned yet, so the learner's state is step `step - 1`'s; with the stream's
