@@ -48,11 +48,19 @@ class AnswerEvidence(BaseModel):
     greedy draw when the public tests pass and the candidates agree, and sample or check more when they do not.
     """
 
-    public_tests_total: int | None = None  # None: no public test ran on the final answer
-    public_tests_passed: int | None = None  # None with a total: not every test passed, how many is unknown
-    agreeing: int | None = None  # candidates that agree with the answer, itself included
-    candidates: int | None = None  # candidates compared (set only when there were at least two)
-    agreement: Literal["answer", "behaviour", "program"] | None = None  # what agreeing candidates share
+    public_tests_total: int | None = Field(
+        default=None, description="public tests run on the final answer; null when none ran"
+    )
+    public_tests_passed: int | None = Field(
+        default=None, description="how many of them it passes; null with a total: not all, how many is unknown"
+    )
+    agreeing: int | None = Field(default=None, description="candidates that agree with the answer, itself included")
+    candidates: int | None = Field(
+        default=None, description="candidates compared (set only when there were at least two)"
+    )
+    agreement: Literal["answer", "behaviour", "program"] | None = Field(
+        default=None, description="what the agreeing candidates share: the answer, the behaviour, or the program"
+    )
 
 
 class ExecutionReport(BaseModel):

@@ -548,6 +548,7 @@ def execution_view(report: ExecutionReport | None, *, fresh: bool = False) -> Ex
         tokens=report.tokens,
         duration_s=report.duration_s,
         cache_hits=report.cache_hits,
+        evidence=report.evidence,
     )
 
 

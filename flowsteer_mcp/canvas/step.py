@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from flowsteer_mcp.canvas.execution import AnswerEvidence
 from flowsteer_mcp.canvas.kinds import StageKindName
 from flowsteer_mcp.canvas.stats import GraphStats
 
@@ -68,6 +69,11 @@ class ExecutionView(BaseModel):
     tokens: int = Field(default=0, description="executor tokens the run used")
     duration_s: float = Field(default=0.0, description="wall-clock seconds of the run")
     cache_hits: int = Field(default=0, description="operator calls answered from the memo cache (unchanged inputs)")
+    evidence: AnswerEvidence | None = Field(
+        default=None,
+        description="what the run's own checks established about `output` (public tests passed, candidates "
+        "agreeing), the [Evidence] line of the feedback; null when nothing was",
+    )
 
 
 class StepResult(BaseModel):

@@ -155,3 +155,29 @@ def test_the_line_words_each_part_and_omits_what_was_not_established() -> None:
     ]
     no_answer = ExecutionReport(status="failed", error="no solution", evidence=AnswerEvidence(public_tests_total=2))
     assert not any(line.startswith("[Evidence]") for line in render_execution(no_answer))
+
+
+async def test_mcp_clients_get_the_evidence_in_the_structured_execution() -> None:
+    """The same facts, typed: `execution.evidence` of an editing tool's structured result."""
+    from mcp import Client
+
+    from flowsteer_mcp.server import ServerSettings, build_server
+    from flowsteer_mcp.store.memory import MemoryStore
+    from tests.support.servers import ToolCaller
+
+    registry = default_registry()
+    engine = WorkflowEngine(registry, ScriptedBackend(rules=[three_of_four_answers]), sampled_reasks=0)
+    server = build_server(ServerSettings(), registry=registry, executor=engine, store=MemoryStore())
+    async with Client(server.mcp) as client:
+        tools = ToolCaller(client)
+        workflow_id = await tools.create(MATH_TASK.problem, task_type="math", options={"finish": "relaxed"})
+        await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom", samples=4)
+        step = await tools.ok("add_operator", workflow_id=workflow_id, operator="ScEnsemble")
+    assert step["execution"]["evidence"] == {
+        "public_tests_total": None,
+        "public_tests_passed": None,
+        "agreeing": 3,
+        "candidates": 4,
+        "agreement": "answer",
+    }
+    assert "[Evidence]: 3 of 4 candidates give this answer" in step["feedback"]

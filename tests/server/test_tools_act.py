@@ -448,6 +448,7 @@ async def test_act_feedback_carries_state_execution_and_hints(tools: ToolCaller)
         "tokens": 10,
         "duration_s": 0.0,
         "cache_hits": 0,
+        "evidence": None,  # one greedy call without public tests establishes nothing
     }
     no_hints = await tools.create(options={"hints": False})
     quiet = await tools.act(no_hints, add("Programmer", prompt="Compute the product in Python."))
