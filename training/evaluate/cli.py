@@ -424,21 +424,15 @@ async def _policy_weights(args: argparse.Namespace, run: _Run, shipped: ShippedP
 
 def _canvas(args: argparse.Namespace, run: _Run) -> tuple[MakeClient, FlowSteerServer | None]:
     """The MCP clients the episodes use: the remote fleet, or an in-process server on the run's executor."""
-    from flowsteer_mcp.canvas.observation import ObservationBuilder
-    from flowsteer_mcp.executor import engine_with
-    from flowsteer_mcp.server import ServerSettings, build_server
-    from operators.registry import default_registry
+    from flowsteer_mcp.server import in_process_server
     from training.evaluate.clients import in_process_clients, remote_clients
 
     if args.mcp_url:
         token = os.environ.get(args.mcp_token_env) if args.mcp_token_env else None
         return remote_clients(args.mcp_url, token), None
     assert run.backend is not None
-    registry = default_registry()
     template = run.play.system_template if run.play is not None else None
-    observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
-    engine = engine_with(registry, run.backend, run.engine)
-    server = build_server(ServerSettings(), registry=registry, executor=engine, observer=observer)
+    server = in_process_server(run.backend, run.engine, template=template)
     return in_process_clients(server.mcp), server
 
 

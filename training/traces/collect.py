@@ -506,8 +506,7 @@ def _settings(args: argparse.Namespace) -> tuple[int, dict[str, Any], str | None
 
 
 async def _collect_main(args: argparse.Namespace) -> int:
-    from flowsteer_mcp.executor import engine_with
-    from flowsteer_mcp.server import ServerSettings, build_server
+    from flowsteer_mcp.server import in_process_server
     from operators.backends.config import load_config
     from training.evaluate.clients import in_process_clients
     from training.evaluate.recording import executor_backend
@@ -532,9 +531,7 @@ async def _collect_main(args: argparse.Namespace) -> int:
         "engine": engine_settings.model_dump(mode="json"),
     }
     journal, done = TraceJournal.open(args.out, identity, resume=args.resume)
-    registry = default_registry()
-    engine = engine_with(registry, backend, engine_settings)
-    server = build_server(ServerSettings(), registry=registry, executor=engine, observer=observer)
+    server = in_process_server(backend, engine_settings, observer=observer)
     try:
         new = await collect_traces(
             problems,

@@ -330,16 +330,9 @@ class Trainer:
             token = os.environ.get(config.rollout.mcp_token_env) if config.rollout.mcp_token_env else None
             make_client = remote_clients(config.rollout.mcp_urls, token)
         else:
-            from flowsteer_mcp.canvas.observation import ObservationBuilder
-            from flowsteer_mcp.executor import engine_with
-            from flowsteer_mcp.server import ServerSettings, build_server
-            from operators.registry import default_registry
+            from flowsteer_mcp.server import in_process_server
 
-            registry = default_registry()
-            template = config.rollout.system_template
-            observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
-            engine = engine_with(registry, backend, config.engine)
-            server = build_server(ServerSettings(), registry=registry, executor=engine, observer=observer)
+            server = in_process_server(backend, config.engine, template=config.rollout.system_template)
             make_client = in_process_clients(server.mcp)
         # One client for every replica: its transport sends each episode's requests to the episode's replica.
         openai = AsyncOpenAI(
