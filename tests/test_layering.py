@@ -14,6 +14,8 @@ RULES = [
     ("flowsteer_mcp", ("training",)),
     ("flowsteer_mcp/canvas", ("flowsteer_mcp.server", "flowsteer_mcp.engine", "flowsteer_mcp.director", "mcp")),
     ("flowsteer_mcp/engine", ("flowsteer_mcp.server", "flowsteer_mcp.director", "mcp")),
+    # training reaches the canvas and the server through their public surface (flowsteer_mcp/api.py) or MCP
+    ("training", ("flowsteer_mcp.canvas", "flowsteer_mcp.server")),
 ]
 
 

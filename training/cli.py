@@ -196,8 +196,7 @@ def _view_parser() -> argparse.ArgumentParser:
 
 
 def _view(argv: list[str]) -> int:
-    from flowsteer_mcp.server.auth import token_problem
-    from flowsteer_mcp.server.host_policy import UnsafeBindError, check_bind
+    from flowsteer_mcp.api import UnsafeBindError, check_bind, token_problem
     from flowsteer_mcp.viewer.episodes import RUN_FILES, RunFolder, serve_episodes
 
     args = _view_parser().parse_args(argv)

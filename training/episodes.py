@@ -17,7 +17,7 @@ import anyio
 import structlog
 from mcp import Client
 
-from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.api import TaskSpec
 from flowsteer_mcp.director.episode import Director, EpisodeResult
 from operators.sandbox import SandboxRefusedError
 from training.data import Problem

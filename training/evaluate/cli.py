@@ -22,8 +22,8 @@ import anyio
 from flowsteer_mcp.logs import configure_logging
 
 if TYPE_CHECKING:
+    from flowsteer_mcp.api import FlowSteerServer
     from flowsteer_mcp.director.episode import Director
-    from flowsteer_mcp.server.app import FlowSteerServer
     from operators.backends.base import ChatBackend
     from operators.backends.config import EngineConfig
     from training.data import Problem
@@ -424,7 +424,7 @@ async def _policy_weights(args: argparse.Namespace, run: _Run, shipped: ShippedP
 
 def _canvas(args: argparse.Namespace, run: _Run) -> tuple[MakeClient, FlowSteerServer | None]:
     """The MCP clients the episodes use: the remote fleet, or an in-process server on the run's executor."""
-    from flowsteer_mcp.server import in_process_server
+    from flowsteer_mcp.api import in_process_server
     from training.evaluate.clients import in_process_clients, remote_clients
 
     if args.mcp_url:

@@ -6,7 +6,7 @@ the canvas by construction.
 
 from __future__ import annotations
 
-from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.api import TaskSpec
 from training.data import Problem
 
 

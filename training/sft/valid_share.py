@@ -16,10 +16,7 @@ import structlog
 import torch
 from pydantic import BaseModel
 
-from flowsteer_mcp.canvas.dialect import ActionTurn, parse_action_turn, parse_prompt_turn
-from flowsteer_mcp.canvas.errors import CanvasError
-from flowsteer_mcp.canvas.options import CanvasOptions
-from flowsteer_mcp.canvas.validate import CanvasRules
+from flowsteer_mcp.api import ActionTurn, CanvasError, CanvasOptions, CanvasRules, parse_action_turn, parse_prompt_turn
 from operators.registry import default_registry
 from training.sft.dataset import SftExample
 

@@ -24,18 +24,18 @@ import anyio
 import structlog
 from mcp import Client
 
-from flowsteer_mcp.canvas.blueprint import (
+from flowsteer_mcp.api import (
     ConditionalBlueprint,
     FallbackBlueprint,
     LoopBlueprint,
+    ObservationBuilder,
     OperatorBlueprint,
     ParallelBlueprint,
     StageBlueprint,
+    StateView,
+    TaskSpec,
     slot_prompts,
 )
-from flowsteer_mcp.canvas.observation import ObservationBuilder
-from flowsteer_mcp.canvas.options import TaskSpec
-from flowsteer_mcp.canvas.step import StateView
 from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
 from flowsteer_mcp.director.finalize import add_usage, collect
 from flowsteer_mcp.director.library import LIBRARY, LibraryWorkflow, require_known
@@ -506,7 +506,7 @@ def _settings(args: argparse.Namespace) -> tuple[int, dict[str, Any], str | None
 
 
 async def _collect_main(args: argparse.Namespace) -> int:
-    from flowsteer_mcp.server import in_process_server
+    from flowsteer_mcp.api import in_process_server
     from operators.backends.config import load_config
     from training.evaluate.clients import in_process_clients
     from training.evaluate.recording import executor_backend

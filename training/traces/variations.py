@@ -13,21 +13,22 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from flowsteer_mcp.canvas.actions import AddStage, apply_edit
-from flowsteer_mcp.canvas.blueprint import (
+from flowsteer_mcp.api import (
+    AddStage,
+    CanvasError,
+    CanvasOptions,
+    CanvasRules,
     ConditionalBlueprint,
     OperatorBlueprint,
     ParallelBlueprint,
     StageBlueprint,
+    WorkflowGraph,
+    apply_edit,
     slot_prompts,
     slots,
     with_operators,
     with_prompts,
 )
-from flowsteer_mcp.canvas.errors import CanvasError
-from flowsteer_mcp.canvas.model import WorkflowGraph
-from flowsteer_mcp.canvas.options import CanvasOptions
-from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.director.library import LibraryWorkflow
 from operators.registry import default_registry
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from flowsteer_mcp.server.results import WorkflowOptionsInput
+from flowsteer_mcp.api import WorkflowOptionsInput
 from operators.backends.config import (
     EngineConfig,
     LocalModelConfig,

@@ -330,7 +330,7 @@ class Trainer:
             token = os.environ.get(config.rollout.mcp_token_env) if config.rollout.mcp_token_env else None
             make_client = remote_clients(config.rollout.mcp_urls, token)
         else:
-            from flowsteer_mcp.server import in_process_server
+            from flowsteer_mcp.api import in_process_server
 
             server = in_process_server(backend, config.engine, template=config.rollout.system_template)
             make_client = in_process_clients(server.mcp)

@@ -62,7 +62,7 @@ def dialect_decisions(operator_names: Iterable[str], structure_names: Iterable[s
 
 def default_decisions() -> list[Decision]:
     """The decisions of the registered operators (plug-ins included) and the canvas's structures."""
-    from flowsteer_mcp.canvas.kinds import STRUCTURES
+    from flowsteer_mcp.api import STRUCTURES
     from operators.registry import default_registry
 
     return dialect_decisions(default_registry().names(), [kind.name for kind in STRUCTURES])

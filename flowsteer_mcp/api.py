@@ -1,0 +1,73 @@
+"""What code outside the package (training, scripts, other clients in the same process) may use of the canvas
+and the server; everything else under `flowsteer_mcp.canvas` and `flowsteer_mcp.server` is the package's own.
+
+Why one surface: training used to import a dozen canvas and server internals, so renaming any of them broke it
+and nobody could tell which names were promises. `tests/test_layering.py` keeps `training/` on this module.
+
+- Tasks and options: `TaskSpec`, `CanvasOptions`, `WorkflowOptionsInput` (create_workflow's options).
+- Observations: `ObservationBuilder` (the directors' system prompt and turns), `StateView` (what a turn shows).
+- The dialect: `parse_action_turn`, `parse_prompt_turn`, `ActionTurn`; a rejected turn raises `CanvasError`.
+- Workflows edited off-line (transcript variations): `WorkflowGraph`, `CanvasRules`, `AddStage`, `apply_edit`,
+  the stage blueprints and their slot helpers, `STRUCTURES` (the structure kinds).
+- A server in this process: `in_process_server` (`FlowSteerServer`); serving checks: `check_bind`,
+  `UnsafeBindError`, `token_problem`.
+"""
+
+from flowsteer_mcp.canvas.actions import AddStage, apply_edit
+from flowsteer_mcp.canvas.blueprint import (
+    ConditionalBlueprint,
+    FallbackBlueprint,
+    LoopBlueprint,
+    OperatorBlueprint,
+    ParallelBlueprint,
+    StageBlueprint,
+    slot_prompts,
+    slots,
+    with_operators,
+    with_prompts,
+)
+from flowsteer_mcp.canvas.dialect import ActionTurn, parse_action_turn, parse_prompt_turn
+from flowsteer_mcp.canvas.errors import CanvasError
+from flowsteer_mcp.canvas.kinds import STRUCTURES
+from flowsteer_mcp.canvas.model import WorkflowGraph
+from flowsteer_mcp.canvas.observation import ObservationBuilder
+from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
+from flowsteer_mcp.canvas.step import StateView
+from flowsteer_mcp.canvas.validate import CanvasRules
+from flowsteer_mcp.server.app import FlowSteerServer
+from flowsteer_mcp.server.auth import token_problem
+from flowsteer_mcp.server.host_policy import UnsafeBindError, check_bind
+from flowsteer_mcp.server.in_process import in_process_server
+from flowsteer_mcp.server.results import WorkflowOptionsInput
+
+__all__ = [
+    "STRUCTURES",
+    "ActionTurn",
+    "AddStage",
+    "CanvasError",
+    "CanvasOptions",
+    "CanvasRules",
+    "ConditionalBlueprint",
+    "FallbackBlueprint",
+    "FlowSteerServer",
+    "LoopBlueprint",
+    "ObservationBuilder",
+    "OperatorBlueprint",
+    "ParallelBlueprint",
+    "StageBlueprint",
+    "StateView",
+    "TaskSpec",
+    "UnsafeBindError",
+    "WorkflowGraph",
+    "WorkflowOptionsInput",
+    "apply_edit",
+    "check_bind",
+    "in_process_server",
+    "parse_action_turn",
+    "parse_prompt_turn",
+    "slot_prompts",
+    "slots",
+    "token_problem",
+    "with_operators",
+    "with_prompts",
+]
