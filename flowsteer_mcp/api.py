@@ -34,9 +34,9 @@ from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.step import StateView
 from flowsteer_mcp.canvas.validate import CanvasRules
+from flowsteer_mcp.host_policy import UnsafeBindError, check_bind
 from flowsteer_mcp.server.app import FlowSteerServer
 from flowsteer_mcp.server.auth import token_problem
-from flowsteer_mcp.server.host_policy import UnsafeBindError, check_bind
 from flowsteer_mcp.server.in_process import in_process_server
 from flowsteer_mcp.server.results import WorkflowOptionsInput
 

@@ -203,7 +203,7 @@ def _view_store_path(store: str) -> Path:
 
 def view_main(argv: list[str]) -> int:
     """`flowsteer-mcp view`: exit 2, with a one-line reason, for anything it refuses before listening."""
-    from flowsteer_mcp.server.host_policy import check_bind
+    from flowsteer_mcp.host_policy import check_bind
     from flowsteer_mcp.store.sqlite import SQLiteStore
     from flowsteer_mcp.viewer.app import serve_viewer
 

@@ -14,6 +14,9 @@ RULES = [
     ("flowsteer_mcp", ("training",)),
     ("flowsteer_mcp/canvas", ("flowsteer_mcp.server", "flowsteer_mcp.engine", "flowsteer_mcp.director", "mcp")),
     ("flowsteer_mcp/engine", ("flowsteer_mcp.server", "flowsteer_mcp.director", "mcp")),
+    # the HTTP Host/Origin policy lives beside both (flowsteer_mcp/host_policy.py): the server mounts the viewer,
+    # never the reverse
+    ("flowsteer_mcp/viewer", ("flowsteer_mcp.server",)),
     # training reaches the canvas and the server through their public surface (flowsteer_mcp/api.py) or MCP
     ("training", ("flowsteer_mcp.canvas", "flowsteer_mcp.server")),
 ]

@@ -26,9 +26,9 @@ from flowsteer_mcp import __version__
 from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.director.served import DirectorServing
+from flowsteer_mcp.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.server.auth import BearerTokenMiddleware
 from flowsteer_mcp.server.errors import ToolArguments, ToolCallErrors
-from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.server.job_tools import register_job_tools
 from flowsteer_mcp.server.jobs import JobBoard
 from flowsteer_mcp.server.library import register_library

@@ -7,9 +7,9 @@ from urllib.parse import urlsplit
 import structlog
 import uvicorn
 
+from flowsteer_mcp.host_policy import HostPolicy, UnsafeBindError
 from flowsteer_mcp.server.app import FlowSteerServer
 from flowsteer_mcp.server.auth import MIN_RECOMMENDED_TOKEN_CHARS, TOKEN_ADVICE
-from flowsteer_mcp.server.host_policy import HostPolicy, UnsafeBindError
 from flowsteer_mcp.server.oauth.gate import metadata_url
 from flowsteer_mcp.server.oauth.settings import OAuthSettings
 

@@ -7,9 +7,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from flowsteer_mcp.canvas.options import CanvasLimits
 from flowsteer_mcp.director.served import ServeMode
+from flowsteer_mcp.host_policy import allowed_host_name, allowed_origin, canonical_name, is_loopback_name
 from flowsteer_mcp.server.arguments import MAX_IMPORT_CHARS, MAX_TASK_CHARS, limits_over_caps
 from flowsteer_mcp.server.auth import token_problem
-from flowsteer_mcp.server.host_policy import allowed_host_name, allowed_origin, canonical_name, is_loopback_name
 from flowsteer_mcp.server.oauth.settings import OAuthSettings
 from flowsteer_mcp.server.workbench import DEFAULT_PERSISTENT_TTL_S
 

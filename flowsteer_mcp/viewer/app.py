@@ -21,7 +21,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy
+from flowsteer_mcp.host_policy import HostGuard, HostPolicy
 from flowsteer_mcp.store.base import WorkflowStore
 from flowsteer_mcp.viewer import pages
 from flowsteer_mcp.viewer.follow import ChangeFeed, event_stream

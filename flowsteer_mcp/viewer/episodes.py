@@ -26,7 +26,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from flowsteer_mcp.canvas.execution import NodeTrace
-from flowsteer_mcp.server.host_policy import HostGuard, HostPolicy, check_bind
+from flowsteer_mcp.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.viewer import episode_pages as pages
 from flowsteer_mcp.viewer.app import STATIC_TYPES, static_file
 from flowsteer_mcp.viewer.security import SecurityHeadersMiddleware, ViewerAuth, ViewerAuthMiddleware

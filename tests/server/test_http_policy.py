@@ -10,9 +10,7 @@ from pydantic import SecretStr, ValidationError
 from starlette.types import Receive, Scope, Send
 
 from flowsteer_mcp.cli import mcp_main
-from flowsteer_mcp.server import ServerSettings, build_server
-from flowsteer_mcp.server.auth import BearerTokenMiddleware, token_problem
-from flowsteer_mcp.server.host_policy import (
+from flowsteer_mcp.host_policy import (
     HostPolicy,
     UnsafeBindError,
     allowed_origin,
@@ -20,6 +18,8 @@ from flowsteer_mcp.server.host_policy import (
     split_authority,
     split_origin,
 )
+from flowsteer_mcp.server import ServerSettings, build_server
+from flowsteer_mcp.server.auth import BearerTokenMiddleware, token_problem
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
 

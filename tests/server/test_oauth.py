@@ -19,8 +19,8 @@ from pydantic import SecretStr, ValidationError
 from starlette.types import Receive, Scope, Send
 
 from flowsteer_mcp.cli import mcp_main
+from flowsteer_mcp.host_policy import UnsafeBindError
 from flowsteer_mcp.server import ServerSettings, build_server
-from flowsteer_mcp.server.host_policy import UnsafeBindError
 from flowsteer_mcp.server.oauth import OAuthSettings
 from flowsteer_mcp.server.oauth.gate import oauth_gate
 from flowsteer_mcp.server.oauth.jwks import SigningKeys, discovery_urls

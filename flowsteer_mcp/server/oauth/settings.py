@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flowsteer_mcp.server.host_policy import is_loopback_name
+from flowsteer_mcp.host_policy import is_loopback_name
 
 DEFAULT_READ_SCOPE = "flowsteer:read"
 DEFAULT_WRITE_SCOPE = "flowsteer:write"
