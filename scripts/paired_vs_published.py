@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.paired import paired_comparisons, pooled_label
-from training.evaluate.results import ItemResult
 
 PUBLISHED_SUFFIX = " (published)"
 

@@ -42,9 +42,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.paired import PairedComparison, paired_comparisons
 from training.evaluate.report import oracle_share, per_1k_tokens
-from training.evaluate.results import EvalConfig, EvalReport, ItemResult
+from training.evaluate.results import EvalConfig, EvalReport
 from training.evaluate.stats import Interval, wilson_interval
 
 if TYPE_CHECKING:

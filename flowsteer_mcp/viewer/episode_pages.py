@@ -232,11 +232,11 @@ def turns_html(episode: EpisodeView) -> str:
         return ""
     items = []
     for turn in episode.director_turns:
-        taken = bool(turn.get("ok"))
+        verdict = "accepted" if turn.ok else "refused"
         items.append(
-            f'<li class="{"accepted" if taken else "refused"}" data-round="{text(turn.get("round", "?"))}">'
-            f'<span class="kind">{text(turn.get("kind", "action"))}</span> <code>{text(turn.get("sent", ""))}</code> '
-            f'<span class="verdict">{"accepted" if taken else "refused"}</span></li>'
+            f'<li class="{verdict}" data-round="{turn.round}">'
+            f'<span class="kind">{text(turn.kind)}</span> <code>{text(turn.sent)}</code> '
+            f'<span class="verdict">{verdict}</span></li>'
         )
     return f'<h2>Director\'s turns</h2><ol id="turns">{"".join(items)}</ol>'
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 import uvicorn
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -26,6 +26,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from flowsteer_mcp.canvas.execution import NodeTrace
+from flowsteer_mcp.director.graded import ItemResult
 from flowsteer_mcp.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.viewer import episode_pages as pages
 from flowsteer_mcp.viewer.app import STATIC_TYPES, static_file
@@ -43,9 +44,9 @@ PLOT_MEDIA_TYPES = {".png": "image/png", ".svg": "image/svg+xml"}
 SHOWN_SCORE_DETAILS = ("test_kind", "status", "passed", "failed", "total", "isolation")
 
 
-class EpisodeView(BaseModel):
-    """What the browser reads of one journal line: the fields of `training.evaluate.results.ItemResult`, which
-    the viewer may not import (layering), but lenient: unknown fields are ignored, missing ones default."""
+class EpisodeView(ItemResult):
+    """One journal line as the browser reads it: the evaluation's own item schema (`ItemResult`), but lenient,
+    so a journal from an older or newer harness still shows: unknown fields are ignored, missing ones default."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -53,22 +54,6 @@ class EpisodeView(BaseModel):
     problem_id: str = "?"
     source: str = "?"
     problem_type: str = ""
-    answer: str | None = None
-    score: float = 0.0
-    correct: bool = False
-    score_method: str = ""
-    score_details: dict[str, Any] = Field(default_factory=dict)
-    dsl: str = ""
-    finished: bool = False
-    end_reason: str | None = None
-    turns: int = 0
-    llm_calls: int = 0
-    tokens: int = 0
-    policy_tokens: int = 0
-    wall_s: float = 0.0
-    error: str | None = None
-    trace: list[dict[str, Any]] = Field(default_factory=list)
-    director_turns: list[dict[str, Any]] = Field(default_factory=list)  # a policy director's turns, as sent
 
     @property
     def result(self) -> str:

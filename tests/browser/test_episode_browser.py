@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from flowsteer_mcp.canvas.execution import NodeTrace
+from flowsteer_mcp.director.graded import ItemResult
 from tests.browser.conftest import BROWSER_TESTS, WAIT_MS, episode_browser
-from training.evaluate.results import ItemResult
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

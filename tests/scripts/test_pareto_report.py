@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.report import report_json
-from training.evaluate.results import EvalConfig, EvalReport, ItemResult
+from training.evaluate.results import EvalConfig, EvalReport
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "pareto_report.py"

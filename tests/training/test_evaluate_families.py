@@ -8,10 +8,10 @@ from flowsteer_mcp.canvas.export import import_dsl
 from flowsteer_mcp.canvas.options import CanvasOptions
 from flowsteer_mcp.canvas.stats import graph_stats
 from flowsteer_mcp.canvas.validate import CanvasRules
+from flowsteer_mcp.director.graded import ItemResult
 from operators.registry import default_registry
 from training.evaluate.family_breakdown import family_rows, family_tables
 from training.evaluate.paired import paired_comparisons
-from training.evaluate.results import ItemResult
 
 RULES = CanvasRules(default_registry(), CanvasOptions())
 

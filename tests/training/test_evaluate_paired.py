@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.paired import mcnemar_exact, paired_comparisons, pooled_comparisons
-from training.evaluate.results import ItemResult
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,13 @@ from mcp import Client
 from flowsteer_mcp.canvas.execution import NoExecutor
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.episode import EpisodeResult
+from flowsteer_mcp.director.graded import ItemResult
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.server.app import FlowSteerServer
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.sandbox import SandboxRefusedError
 from training.data import Problem, load_problems
 from training.evaluate import aggregate, evaluate, task_for
-from training.evaluate.results import ItemResult
 from training.scoring import ScoreResult
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

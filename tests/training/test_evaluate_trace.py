@@ -10,11 +10,12 @@ from mcp import Client
 from flowsteer_mcp.canvas.execution import NoExecutor
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.episode import EpisodeResult
+from flowsteer_mcp.director.graded import ItemResult
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
 from training.data import Problem
 from training.evaluate.journal import JOURNAL_NAME, ItemJournal
-from training.evaluate.results import EvalConfig, ItemResult
+from training.evaluate.results import EvalConfig
 from training.evaluate.runner import TRACE_OUTPUT_CHARS, run_episode
 
 LONG_OUTPUT = "x" * (TRACE_OUTPUT_CHARS + 500)

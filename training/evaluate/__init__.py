@@ -9,8 +9,9 @@ JSON, Markdown), `stats` (Wilson and Student-t intervals), `paired` (exact McNem
 (directors by name), `tasks` (Problem -> TaskSpec without hidden material).
 """
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.report import aggregate, markdown_report, report_json, write_report
-from training.evaluate.results import EvalConfig, EvalReport, ItemResult
+from training.evaluate.results import EvalConfig, EvalReport
 from training.evaluate.runner import evaluate, run_episode
 from training.evaluate.tasks import task_for
 

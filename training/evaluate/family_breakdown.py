@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.paired import present_directors
-from training.evaluate.results import ItemResult
 from training.train.families import FAMILY_NAMES, families_of
 
 

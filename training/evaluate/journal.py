@@ -16,9 +16,10 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.errors import TrainingError
 from training.evaluate.policy_play import recorded_identity
-from training.evaluate.results import EvalConfig, ItemResult
+from training.evaluate.results import EvalConfig
 
 JOURNAL_NAME = "items.jsonl"
 JOURNAL_FORMAT = 1

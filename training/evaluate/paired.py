@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from training.evaluate.results import ItemResult
+from flowsteer_mcp.director.graded import ItemResult
 
 
 class PairedComparison(BaseModel):

@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.family_breakdown import family_rows, family_tables
 from training.evaluate.paired import PairedComparison, paired_comparisons, pooled_comparisons
-from training.evaluate.results import EvalReport, ItemResult
+from training.evaluate.results import EvalReport
 from training.evaluate.stats import METHOD_DESCRIPTIONS, Interval, IntervalMethod, score_interval
 
 CONFIDENCE = 0.95

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.evaluate.results import ItemResult
+from flowsteer_mcp.director.graded import ItemResult
 
 ERRORS_SHOWN = 3  # distinct (director, error) pairs named; the rest are counted
 ERROR_CHARS = 300  # an error message as shown: enough for its type and cause, not a whole traceback

@@ -21,12 +21,13 @@ import anyio
 import structlog
 
 from flowsteer_mcp.director.episode import Director, EpisodeResult
+from flowsteer_mcp.director.graded import DirectorTurn, ItemResult
 from operators.backends.replicas import AFFINITY
 from training.data import Problem
 from training.episodes import MakeClient, ScoreFn, describe_error, grade, run_director
 from training.evaluate.journal import item_key
 from training.evaluate.oracle import oracle_correct
-from training.evaluate.results import DirectorTurn, EvalConfig, EvalReport, ItemResult
+from training.evaluate.results import EvalConfig, EvalReport
 from training.evaluate.tasks import task_for
 from training.scoring import score
 
