@@ -11,7 +11,8 @@ import pytest
 def no_cli_logging_setup(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI configures structlog with cached loggers; a test that calls it in-process must not freeze the
     logging of the tests that run after it (their `capture_logs` would see nothing)."""
-    monkeypatch.setattr("training.cli.configure_logging", lambda *args, **kwargs: None)
+    for module in ("training.cli", "training.evaluate.cli", "training.train.cli"):  # each command configures it
+        monkeypatch.setattr(f"{module}.configure_logging", lambda *args, **kwargs: None)
 
 
 @pytest.fixture
