@@ -186,11 +186,11 @@ class ReplicaPool:
         )
 
     def revive(self, url: str) -> None:
-        """Put a replica that was restarted back in rotation, with nothing in flight (its old requests failed)."""
+        """Put a replica that was restarted back in rotation (its old requests count down as they fail)."""
         replica = self.replica(url)
         if replica.alive:
             return
-        replica.alive, replica.reason, replica.in_flight = True, None, 0
+        replica.alive, replica.reason = True, None
         self.revivals += 1
         log.info(self.revived_event, role=self.role, url=replica.url, alive=self.n_alive)
 

@@ -5,17 +5,16 @@ Reports are written by the harness's own models and writer."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from flowsteer_mcp.director.graded import ItemResult
+from tests.support.scripts import load_module
 from training.evaluate.report import report_json
 from training.evaluate.results import EvalConfig, EvalReport
 
@@ -23,17 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "pareto_report.py"
 
 
-def load_script() -> ModuleType:
-    """scripts/ is no package: load the file as a module (registered, so its dataclasses resolve their types)."""
-    spec = importlib.util.spec_from_file_location("pareto_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-pareto = load_script()
+pareto = load_module(SCRIPT, "pareto_report")
 
 
 def episode(

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from tests.support.scripts import load_module
 from training.data import Problem
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "replay_math_votes.py"
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("replay_math_votes", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-replay = load_script()
+replay = load_module(SCRIPT, "replay_math_votes")
 PROBLEM = Problem(id="gsm8k/t-1", source="gsm8k", problem_type="math", problem="What is 6 * 7?", ground_truth="42")
 PROMPT = 100  # the prompt tokens of each request in the recorded traces below
 

@@ -98,7 +98,7 @@ def test_log_step_writes_the_journal_and_family_shares(tmp_path: Path) -> None:
     trainer = Trainer(config)
     with MetricsLog(trainer.out_dir, tensorboard=False) as metrics:
         service = SimpleNamespace(
-            replicas=SimpleNamespace(n_alive=1, deaths=0), lora=SimpleNamespace(failed_loads=0), restarts=0
+            replicas=SimpleNamespace(n_alive=1, deaths=0, revivals=0), lora=SimpleNamespace(failed_loads=0)
         )
         run = SimpleNamespace(metrics=metrics, stream=SimpleNamespace(cursor=SimpleNamespace(epoch=0)), service=service)
         outcome = StepOutcome(

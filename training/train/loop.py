@@ -481,7 +481,7 @@ class Trainer:
             "time/step_s": time.monotonic() - outcome.started,
             "vllm/replicas_alive": float(run.service.replicas.n_alive),
             "vllm/replica_deaths": float(run.service.replicas.deaths),
-            "vllm/replica_restarts": float(run.service.restarts),
+            "vllm/replica_restarts": float(run.service.replicas.revivals),
             "vllm/adapter_load_failures": float(run.service.lora.failed_loads),
             **outcome.sync_check,
         }

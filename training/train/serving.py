@@ -36,7 +36,6 @@ class PolicyService:
         self.servers: list[VLLMServer] = []
         self.pool: ReplicaPool | None = None
         self.sync: ReplicaSync | None = None
-        self.restarts = 0  # dead replicas started again and back in rotation
 
     async def open(self) -> PolicyService:
         """Attach to the configured servers, or start `vllm.replicas` (default 1) and wait for all of them
@@ -108,7 +107,6 @@ class PolicyService:
                 self.servers[index].stop()
                 continue
             rejoined += 1
-        self.restarts += rejoined
         return rejoined
 
     @property
