@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 from tests.support.vllm import vllm_interpreter
@@ -40,7 +40,7 @@ class ScriptedVLLMServer:
         self.hide_from_models: set[str] = set()
         self.root_override: dict[str, str] = {}
 
-    def handle(self, request: httpx.Request) -> httpx.Response:
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content) if request.content else None
         self.requests.append((request.method, request.url.path, body))
         route = (request.method, request.url.path)
@@ -51,30 +51,30 @@ class ScriptedVLLMServer:
                 for name, path in self.adapters.items()
                 if name not in self.hide_from_models
             ]
-            return httpx.Response(200, json={"object": "list", "data": cards})
+            return httpx2.Response(200, json={"object": "list", "data": cards})
         if route == ("POST", "/v1/load_lora_adapter"):
             assert body is not None
             name = body["lora_name"]
             if name in self.fail_load:
                 status, payload = self.fail_load[name]
-                return httpx.Response(status, json=payload)
+                return httpx2.Response(status, json=payload)
             if name in self.adapters:
-                return httpx.Response(
+                return httpx2.Response(
                     400, json={"error": {"message": f"The lora adapter '{name}' has already been loaded."}}
                 )
             self.adapters[name] = body["lora_path"]
-            return httpx.Response(200, text=f"Success: LoRA adapter '{name}' added successfully.")
+            return httpx2.Response(200, text=f"Success: LoRA adapter '{name}' added successfully.")
         if route == ("POST", "/v1/unload_lora_adapter"):
             assert body is not None
             name = body["lora_name"]
             if name in self.fail_unload:
                 status, payload = self.fail_unload[name]
-                return httpx.Response(status, json=payload)
+                return httpx2.Response(status, json=payload)
             if name not in self.adapters:
-                return httpx.Response(404, json={"error": {"message": f"The lora adapter '{name}' cannot be found."}})
+                return httpx2.Response(404, json={"error": {"message": f"The lora adapter '{name}' cannot be found."}})
             del self.adapters[name]
-            return httpx.Response(200, text=f"Success: LoRA adapter '{name}' removed successfully.")
-        return httpx.Response(404, json={"detail": "Not Found"})
+            return httpx2.Response(200, text=f"Success: LoRA adapter '{name}' removed successfully.")
+        return httpx2.Response(404, json={"detail": "Not Found"})
 
     def calls(self, path: str) -> list[dict[str, Any] | None]:
         return [body for _, p, body in self.requests if p == path]
@@ -87,7 +87,7 @@ def scripted() -> ScriptedVLLMServer:
 
 @pytest.fixture
 async def client(scripted: ScriptedVLLMServer) -> Any:
-    async with httpx.AsyncClient(transport=httpx.MockTransport(scripted.handle)) as http:
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(scripted.handle)) as http:
         yield http
 
 
@@ -102,7 +102,7 @@ def make_adapter_dir(root: Path, step: int) -> Path:
 
 
 async def test_publish_loads_under_run_at_step_and_confirms(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     sync = LoraSync(BASE_URL, "run", max_loaded=2, client=client)
     folder = make_adapter_dir(tmp_path, 3)
@@ -118,7 +118,7 @@ async def test_publish_loads_under_run_at_step_and_confirms(
 
 
 async def test_publish_unloads_oldest_beyond_max_loaded(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     sync = LoraSync(BASE_URL, "run", max_loaded=2, client=client)
     for step in (1, 2, 3, 4):
@@ -133,7 +133,7 @@ async def test_publish_unloads_oldest_beyond_max_loaded(
 
 
 async def test_publish_never_unloads_names_it_did_not_load(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     scripted.adapters["executor-lora"] = "/elsewhere"
     scripted.adapters["other@1"] = "/other"
@@ -146,7 +146,7 @@ async def test_publish_never_unloads_names_it_did_not_load(
 
 
 async def test_load_failure_raises_with_server_message(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     scripted.fail_load["run@1"] = (400, {"error": {"message": "LoRA rank 64 is greater than max_lora_rank 8."}})
     sync = LoraSync(BASE_URL, "run", client=client)
@@ -158,7 +158,7 @@ async def test_load_failure_raises_with_server_message(
 
 
 async def test_failed_load_keeps_previous_adapter_loaded(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     sync = LoraSync(BASE_URL, "run", max_loaded=1, client=client)
     await sync.publish(make_adapter_dir(tmp_path, 1), 1)
@@ -171,7 +171,7 @@ async def test_failed_load_keeps_previous_adapter_loaded(
 
 
 async def test_missing_confirmation_raises(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     scripted.hide_from_models.add("run@1")
     sync = LoraSync(BASE_URL, "run", client=client)
@@ -181,7 +181,7 @@ async def test_missing_confirmation_raises(
 
 
 async def test_confirmation_from_another_path_raises(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     scripted.root_override["run@1"] = "/stale/adapter"
     sync = LoraSync(BASE_URL, "run", client=client)
@@ -191,7 +191,7 @@ async def test_confirmation_from_another_path_raises(
 
 
 async def test_reused_step_is_refused_before_any_request(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     sync = LoraSync(BASE_URL, "run", max_loaded=2, client=client)
     folder = make_adapter_dir(tmp_path, 1)
@@ -204,7 +204,7 @@ async def test_reused_step_is_refused_before_any_request(
 
 
 async def test_folder_without_adapter_config_is_refused(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     sync = LoraSync(BASE_URL, "run", client=client)
     with pytest.raises(LoraSyncError, match="not a saved peft adapter"):
@@ -213,17 +213,17 @@ async def test_folder_without_adapter_config_is_refused(
 
 
 async def test_unreachable_server_raises_lora_sync_error(tmp_path: Path) -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("connection refused", request=request)
 
-    async with httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as http:
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(refuse)) as http:
         sync = LoraSync(BASE_URL, "run", client=http)
         with pytest.raises(LoraSyncError, match="cannot reach vLLM"):
             await sync.publish(make_adapter_dir(tmp_path, 1), 1)
 
 
 async def test_unload_failure_raises_and_keeps_bookkeeping(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     scripted.fail_unload["run@1"] = (500, {"error": {"message": "worker busy"}})
     sync = LoraSync(BASE_URL, "run", max_loaded=1, client=client)
@@ -236,7 +236,7 @@ async def test_unload_failure_raises_and_keeps_bookkeeping(
 
 
 async def test_unload_of_adapter_the_server_forgot_counts_as_done(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     sync = LoraSync(BASE_URL, "run", max_loaded=1, client=client)
     await sync.publish(make_adapter_dir(tmp_path, 1), 1)
@@ -252,19 +252,19 @@ def test_run_name_must_be_usable_in_adapter_names(run_name: str) -> None:
         LoraSync(BASE_URL, run_name)
 
 
-async def test_verify_changed_compares_prompt_logprobs(client: httpx.AsyncClient, tmp_path: Path) -> None:
+async def test_verify_changed_compares_prompt_logprobs(client: httpx2.AsyncClient, tmp_path: Path) -> None:
     prompt_logprobs = {
         "base": [None, {"5": {"logprob": -1.0}}, {"9": {"logprob": -2.0}}],
         "run@1": [None, {"5": {"logprob": -1.25}}, {"9": {"logprob": -2.0}}],
     }
     bodies: list[dict[str, Any]] = []
 
-    def handle(request: httpx.Request) -> httpx.Response:
+    def handle(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         bodies.append(body)
-        return httpx.Response(200, json={"choices": [], "prompt_logprobs": prompt_logprobs[body["model"]]})
+        return httpx2.Response(200, json={"choices": [], "prompt_logprobs": prompt_logprobs[body["model"]]})
 
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handle)) as http:
         sync = LoraSync(BASE_URL, "run", client=http)
         delta = await sync.verify_changed([{"role": "user", "content": "hi"}], base_model="base", adapter="run@1")
 
@@ -505,7 +505,7 @@ async def test_real_server_swaps_adapters_and_serves_the_newest(tiny_vllm: tuple
         delta = await sync.verify_changed([{"role": "user", "content": "def add(a, b):"}], base_model="tiny")
         assert delta.adapter == "run@2" and delta.tokens_compared > 3 and delta.changed
 
-    async with httpx.AsyncClient(timeout=120) as http:
+    async with httpx2.AsyncClient(timeout=120) as http:
         response = await http.post(
             f"{server.openai_base_url}/chat/completions",
             json={
@@ -532,7 +532,7 @@ async def test_real_server_swaps_adapters_and_serves_the_newest(tiny_vllm: tuple
 
 
 async def test_adopt_takes_over_a_served_adapter_without_loading_it(
-    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    tmp_path: Path, scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     scripted.adapters["run@4"] = str(tmp_path / "step-4")
     sync = LoraSync(BASE_URL, "run", max_loaded=1, client=client)
@@ -546,7 +546,7 @@ async def test_adopt_takes_over_a_served_adapter_without_loading_it(
 
 
 async def test_adopt_of_an_adapter_the_server_lacks_is_refused(
-    scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     sync = LoraSync(BASE_URL, "run", client=client)
     with pytest.raises(LoraSyncError, match="does not serve it"):
@@ -555,7 +555,7 @@ async def test_adopt_of_an_adapter_the_server_lacks_is_refused(
 
 
 async def test_unload_later_than_drops_only_this_runs_future_steps(
-    scripted: ScriptedVLLMServer, client: httpx.AsyncClient
+    scripted: ScriptedVLLMServer, client: httpx2.AsyncClient
 ) -> None:
     for name in ("run@2", "run@3", "run@12", "other@9", "runner@5"):
         scripted.adapters[name] = f"/adapters/{name}"

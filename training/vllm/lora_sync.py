@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,7 +61,7 @@ class LoraSync:
         run_name: str,
         *,
         max_loaded: int = 1,
-        client: httpx.AsyncClient | None = None,
+        client: httpx2.AsyncClient | None = None,
         timeout_s: float = 120.0,
     ) -> None:
         if not run_name or "@" in run_name or run_name.strip() != run_name:
@@ -73,7 +73,7 @@ class LoraSync:
         self.max_loaded = max_loaded
         self.timeout_s = timeout_s
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+        self._client = client or httpx2.AsyncClient(timeout=timeout_s)
         self._loaded: list[str] = []  # oldest first
 
     @property
@@ -201,13 +201,13 @@ class LoraSync:
             raise LoraSyncError(f"{path} is not a saved peft adapter (no {ADAPTER_CONFIG})")
         return path
 
-    async def _request(self, method: str, route: str, body: dict[str, Any] | None, *, action: str) -> httpx.Response:
+    async def _request(self, method: str, route: str, body: dict[str, Any] | None, *, action: str) -> httpx2.Response:
         try:
             return await self._client.request(method, f"{self.base_url}{route}", json=body)
-        except httpx.HTTPError as error:
+        except httpx2.HTTPError as error:
             raise LoraSyncError(f"{action}: cannot reach vLLM at {self.base_url}: {error!r}") from error
 
-    async def _post(self, route: str, body: dict[str, Any], *, action: str) -> httpx.Response:
+    async def _post(self, route: str, body: dict[str, Any], *, action: str) -> httpx2.Response:
         response = await self._request("POST", route, body, action=action)
         if response.status_code != 200:
             raise LoraSyncError(f"{action} failed ({response.status_code}): {_server_message(response)}")
@@ -240,7 +240,7 @@ class LoraSync:
         return values
 
 
-def _json(response: httpx.Response) -> dict[str, Any]:
+def _json(response: httpx2.Response) -> dict[str, Any]:
     try:
         payload = response.json()
     except ValueError as error:
@@ -250,7 +250,7 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     return payload
 
 
-def _server_message(response: httpx.Response) -> str:
+def _server_message(response: httpx2.Response) -> str:
     """vLLM's error text: `{"error": {"message": ...}}` or `{"message": ...}` or `{"detail": ...}`, else the body."""
     try:
         payload = response.json()

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import IO, Any
 
 import anyio
-import httpx
+import httpx2
 import structlog
 
 from training.errors import TrainingError
@@ -296,8 +296,8 @@ class VLLMServer:
     def models(self) -> list[str]:
         """Names the server answers to: the base model's served name and every loaded LoRA adapter."""
         try:
-            response = httpx.get(f"{self.base_url}/v1/models", timeout=self._request_timeout_s)
-        except httpx.HTTPError as error:
+            response = httpx2.get(f"{self.base_url}/v1/models", timeout=self._request_timeout_s)
+        except httpx2.HTTPError as error:
             raise VLLMServerError(f"cannot reach {self.label} at {self.base_url}: {error}") from error
         if response.status_code != 200:
             raise VLLMServerError(f"GET /v1/models answered {response.status_code}: {response.text[:300]}")
