@@ -8,7 +8,10 @@ and nobody could tell which names were promises. `tests/test_layering.py` keeps 
 - Observations: `ObservationBuilder` (the directors' system prompt and turns), `StateView` (what a turn shows).
 - The dialect: `parse_action_turn`, `parse_prompt_turn`, `ActionTurn`; a rejected turn raises `CanvasError`.
 - Workflows edited off-line (transcript variations): `WorkflowGraph`, `CanvasRules`, `AddStage`, `apply_edit`,
-  the stage blueprints and their slot helpers, `STRUCTURES` (the structure kinds).
+  the stage blueprints and their slot helpers, `STRUCTURES` (the structure kinds, a live view).
+- Stage kinds: `kind_of` (a stage's or blueprint's kind: its dialect tags, drawing, ...), `structure_kinds()`
+  and `kinds()` (the registered kinds, read when called), `register_kind` / `unregister_kind` /
+  `registered_kind` (add a kind at run time; its executor: `flowsteer_mcp.engine.kinds.register_executor`).
 - A server in this process: `in_process_server` (`FlowSteerServer`); serving checks: `check_bind`,
   `UnsafeBindError`, `token_problem`.
 """
@@ -22,13 +25,24 @@ from flowsteer_mcp.canvas.blueprint import (
     ParallelBlueprint,
     StageBlueprint,
     slot_prompts,
+    slot_samples,
     slots,
     with_operators,
     with_prompts,
+    with_samples,
 )
 from flowsteer_mcp.canvas.dialect import ActionTurn, parse_action_turn, parse_prompt_turn
 from flowsteer_mcp.canvas.errors import CanvasError
-from flowsteer_mcp.canvas.kinds import STRUCTURES
+from flowsteer_mcp.canvas.kinds import (
+    STRUCTURES,
+    StageKind,
+    kind_of,
+    kinds,
+    register_kind,
+    registered_kind,
+    structure_kinds,
+    unregister_kind,
+)
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
@@ -55,6 +69,7 @@ __all__ = [
     "OperatorBlueprint",
     "ParallelBlueprint",
     "StageBlueprint",
+    "StageKind",
     "StateView",
     "TaskSpec",
     "UnsafeBindError",
@@ -63,11 +78,19 @@ __all__ = [
     "apply_edit",
     "check_bind",
     "in_process_server",
+    "kind_of",
+    "kinds",
     "parse_action_turn",
     "parse_prompt_turn",
+    "register_kind",
+    "registered_kind",
     "slot_prompts",
+    "slot_samples",
     "slots",
+    "structure_kinds",
     "token_problem",
+    "unregister_kind",
     "with_operators",
     "with_prompts",
+    "with_samples",
 ]

@@ -1,7 +1,7 @@
-"""Static specs of the built-in operators (12 advertised, 2 legacy, 1 peer), in our own words.
+"""Static specs of the built-in operators (12 advertised, 1 peer), in our own words.
 
-Unadvertised (`legacy=True`): the legacy operators kept for old workflows, and CodeT, a published selection
-method kept as a peer to compare ours with (the `codet8` library workflow), not a step for policies to use.
+Unadvertised (`legacy=True`): CodeT, a published selection method kept as a peer to compare ours with (the
+`codet8` library workflow), not a step for policies to use.
 """
 
 from __future__ import annotations
@@ -141,29 +141,6 @@ _SPECS = [
         summary="Extracts the short final answer span from the current solution, nothing else.",
         when_to_use="As the last stage whenever the solution is verbose.",
         signature="Format(problem, solution) -> {text}",
-    ),
-    OperatorSpec(
-        name="CustomCodeGenerate",
-        reply_tokens=768,
-        category=Category.SOLVING,
-        role=Role.SOLUTION,
-        summary="Writes the requested function without running it (legacy; prefer Programmer).",
-        when_to_use="Legacy workflows only.",
-        signature="CustomCodeGenerate(problem, entry_point, instruction) -> {text=code, code}",
-        legacy=True,
-        solver=True,
-    ),
-    OperatorSpec(
-        name="MdEnsemble",
-        reply_tokens=160,
-        category=Category.ENSEMBLE,
-        role=Role.SOLUTION,
-        summary="Votes over several shuffled LLM judgements of the candidates (legacy; prefer ScEnsemble).",
-        when_to_use="Legacy workflows only.",
-        signature="MdEnsemble(problem, candidates) -> {text, index, votes}",
-        needs_candidates=True,
-        legacy=True,
-        cost=CostClass.HEAVY,
     ),
     OperatorSpec(
         name="CodeT",

@@ -76,7 +76,7 @@ TRAIN = Extra(
         "training.train.policy",
         "training.train.plots",
         "training.vllm",
-        "training.scoring.math_check",
+        "training.scoring.builtin",
         "torch.utils.tensorboard",
     ),
     commands=(*LOCAL.commands, ("flowsteer", "train", "--help"), ("flowsteer", "eval", "--help")),

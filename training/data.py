@@ -5,6 +5,10 @@ Why a strict loader: a silently mis-read gold answer or hidden test corrupts eve
 so every malformed line is reported with its file, line number and field. Hidden grading material
 (`ground_truth`, `meta.test`, `meta.test_cases`) never leaves a `Problem` through `public_view()`, which is
 all the policy and the operators may see.
+
+`problem_type` is open: any type a scorer is registered for (`training.scoring.registry`: math, qa, code built
+in, more by plug-in) is a valid one, and any other is refused when the record is validated, naming the
+registered types, so a problem no scorer can grade never enters a run.
 """
 
 from __future__ import annotations
@@ -31,11 +35,8 @@ from training.errors import TrainingError
 
 log = structlog.get_logger(__name__)
 
-ProblemType = Literal["math", "qa", "code"]
-PROBLEM_TYPES: tuple[ProblemType, ...] = ("math", "qa", "code")
-
 # Source-name prefixes -> problem type; the first match wins, so "mathqa" comes before "math".
-_SOURCE_TYPES: tuple[tuple[str, ProblemType], ...] = (
+_SOURCE_TYPES: tuple[tuple[str, str], ...] = (
     ("bigcodebench", "code"),
     ("humaneval", "code"),
     ("triviaqa", "qa"),
@@ -51,11 +52,13 @@ _SOURCE_TYPES: tuple[tuple[str, ProblemType], ...] = (
     ("nq", "qa"),
 )
 # Problem-type spellings of the released dataset that we fold into ours (multiple choice is graded as math).
-_TYPE_ALIASES: dict[str, ProblemType] = {
+_TYPE_ALIASES: dict[str, str] = {
     "mathqa_mc": "math",
     "mc": "math",
     "multiple_choice": "math",
 }
+# The built-in types graded against `ground_truth`; a plugged-in type's scorer says for itself what it needs.
+_GOLD_GRADED = frozenset({"math", "qa"})
 _OUR_KEYS = frozenset({"id", "source", "problem_type", "problem", "ground_truth", "meta"})
 _RELEASED_ALIASES = {"question": "problem", "answer": "ground_truth", "dataset": "source"}
 
@@ -80,7 +83,14 @@ class DatasetError(TrainingError, ValueError):
         super().__init__(f"{self.path}:{line}: field {field!r}: {message}")
 
 
-def infer_problem_type(source: str) -> ProblemType | None:
+def registered_problem_types() -> list[str]:
+    """The problem types a scorer is registered for, built-ins first: the valid values of `problem_type`."""
+    from training.scoring.registry import scorers  # the registry grades `Problem`s, so it imports this module
+
+    return scorers().names()
+
+
+def infer_problem_type(source: str) -> str | None:
     """The problem type implied by a dataset name (`gsm8k`, `mbpp_plus`, `squad_v2` ...), or None if unknown."""
     key = source.strip().lower().replace("-", "_")
     for prefix, problem_type in _SOURCE_TYPES:
@@ -150,7 +160,7 @@ class PublicProblem(BaseModel):
 
     id: str
     source: str
-    problem_type: ProblemType
+    problem_type: str
     problem: str
     entry_point: str | None = None
     public_tests: str = ""
@@ -166,16 +176,26 @@ class Problem(BaseModel):
 
     id: str = Field(min_length=1)
     source: str = Field(min_length=1)
-    problem_type: ProblemType
+    problem_type: str
     problem: str = Field(min_length=1)
     ground_truth: str
     meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("problem_type")
+    @classmethod
+    def _has_a_scorer(cls, value: str) -> str:
+        if value not in registered_problem_types():
+            raise RecordFieldError(
+                "problem_type",
+                f"unknown problem type {value!r}; registered: {', '.join(registered_problem_types())}",
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_grading_material(self) -> Problem:
         if self.problem_type == "code":
             self._code_meta()  # raises RecordFieldError for a malformed or test-less code record
-        elif not self.ground_truth.strip():
+        elif self.problem_type in _GOLD_GRADED and not self.ground_truth.strip():
             raise RecordFieldError("ground_truth", f"a {self.problem_type} problem needs a non-empty gold")
         return self
 
@@ -317,7 +337,8 @@ def _normalise_record(raw: Mapping[str, Any], path: Path, line: int) -> dict[str
                 path,
                 line,
                 "problem_type",
-                f"missing, and source {record['source']!r} does not imply one (use one of {PROBLEM_TYPES})",
+                f"missing, and source {record['source']!r} does not imply one "
+                f"(registered: {', '.join(registered_problem_types())})",
             )
         record["problem_type"] = inferred
     elif isinstance(declared, str) and declared.lower() in _TYPE_ALIASES:

@@ -8,29 +8,32 @@ canvas's `GraphStats` serialises to), never from workflow text: the reference re
 string and its loop pattern could never fire. C in [0, 1] is answer correctness from the shared scorer;
 the caller passes it in so that this module stays pure and cheap to test.
 
-Two schedules for S:
+S's terms come from the schedule `reward.schedule` names in the schedule registry
+(`training/reward_schedules.py`, open to plug-ins). Two are built in:
 - `flowsteer-v4`: verification + final formatting + enough operators + any control structure.
-- `milestones`: the reference YAML's progressive schedule (diversity and size thresholds plus structure
-  bonuses). "Multi-structure" means at least `multi_structure_min_kinds` distinct structure kinds, our
-  reading of the YAML.
+- `milestones`: the progressive schedule of the reference FlowSteer implementation's interactive-training
+  config, which is not part of this repository (diversity and size thresholds plus structure bonuses).
+  "Multi-structure" means at least `multi_structure_min_kinds` distinct structure kinds, our reading of it.
 
 What counts as a control structure is the canvas's decision, not this module's: the statistics list the kinds
 used whose stage-kind contract says `is_structure` (`GraphStats.structures`), and both schedules read that list.
 A kind the canvas adds (e.g. `fallback`) therefore earns the structure term and counts towards multi-structure
-exactly where the finish gate accepts it as a structure; only the reference's per-kind milestone bonuses are
-named (parallel, conditional, loop).
+exactly where the finish gate accepts it as a structure. The milestones' per-kind bonuses default to each kind's
+`milestone_bonus` (the reference's parallel, conditional and loop have one; fallback has none).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from flowsteer_mcp.api import structure_kinds
 from operators.base import Category
 from operators.specs import BUILTIN_SPECS
+from training.reward_schedules import reward_schedules
 
 # Sums of decimal weights are inexact in binary (0.1 + 0.2 != 0.3). S is rounded to this many digits so that
 # a workflow earning exactly `release` on paper is released, and logs show 1.0 rather than 0.9999999999999999.
@@ -57,20 +60,50 @@ class MilestoneWeights(_StrictModel):
     """Weights of the progressive milestone schedule (`reward.schedule: milestones`), with the defaults of the
     reference FlowSteer implementation's interactive-training config (docs/design/training.md, "Reward").
 
-    `unique_types` / `total_operators` map a threshold to the bonus earned when the count reaches it.
+    `unique_types` / `total_operators` map a threshold to the bonus earned when the count reaches it. `kinds` maps
+    a structure kind to the bonus earned when the workflow uses it; a config sets it as `kinds: {loop: 0.1}` or,
+    as configs always did, as a top-level `loop: 0.1` (dumps keep that flat form, so run fingerprints do not
+    change). Unset kinds take their stage kind's `milestone_bonus`; a kind without one earns no per-kind term.
     """
 
     unique_types: dict[int, float] = Field(default_factory=lambda: {3: 0.1, 4: 0.1, 5: 0.1, 6: 0.1})
     total_operators: dict[int, float] = Field(default_factory=lambda: {6: 0.1, 8: 0.1})
-    parallel: float = Field(default=0.2, ge=0.0)
-    conditional: float = Field(default=0.15, ge=0.0)
-    loop: float = Field(default=0.1, ge=0.0)
+    kinds: dict[str, float] = Field(default_factory=dict)
     multi_structure: float = Field(default=0.15, ge=0.0)
     multi_structure_min_kinds: int = Field(default=2, ge=2, le=3)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _per_kind_bonuses(cls, data: Any) -> Any:
+        """Gather the per-kind bonuses (top-level kind keys and `kinds`) over the registered kinds' defaults."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("kinds", {}), Mapping):
+            return data  # pydantic reports the wrong type
+        structures = {kind.name: kind for kind in structure_kinds()}
+        flat = {key: value for key, value in data.items() if key in structures}
+        nested = dict(data.get("kinds", {}))
+        unknown = sorted(set(nested) - set(structures))
+        if unknown:
+            raise ValueError(f"milestones.kinds names no structure kind: {unknown}; known: {sorted(structures)}")
+        if set(flat) & set(nested):
+            raise ValueError(f"milestone bonus of {sorted(set(flat) & set(nested))} given twice (top level and kinds)")
+        defaults = {name: kind.milestone_bonus for name, kind in structures.items() if kind.milestone_bonus is not None}
+        rest = {key: value for key, value in data.items() if key not in structures}
+        return {**rest, "kinds": {**defaults, **flat, **nested}}
+
+    @model_serializer(mode="wrap")
+    def _flat_kinds(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The per-kind bonuses as top-level keys, where configs and dumps have always had them."""
+        flat: dict[str, Any] = {}
+        for key, value in handler(self).items():
+            if key == "kinds":
+                flat.update(value)
+            else:
+                flat[key] = value
+        return flat
+
     @model_validator(mode="after")
     def _non_negative_bonuses(self) -> MilestoneWeights:
-        for table in (self.unique_types, self.total_operators):
+        for table in (self.unique_types, self.total_operators, self.kinds):
             if any(weight < 0 for weight in table.values()):
                 raise ValueError("milestone bonuses must be >= 0")
         return self
@@ -79,7 +112,11 @@ class MilestoneWeights(_StrictModel):
 class RewardConfig(_StrictModel):
     """Reward settings; unknown keys are errors so a typo in a preset cannot silently do nothing."""
 
-    schedule: Literal["flowsteer-v4", "milestones"] = "flowsteer-v4"
+    schedule: str = Field(
+        default="flowsteer-v4",
+        description="A registered reward schedule (training/reward_schedules.py): flowsteer-v4, milestones or a "
+        "plug-in's.",
+    )
     base: float = -1.0
     release: float = Field(default=1.0, ge=0.0)
     cap: float = Field(default=1.0, gt=0.0)
@@ -95,6 +132,18 @@ class RewardConfig(_StrictModel):
     free_operators: int = Field(default=2, ge=0, description="Operators the operator cost does not count.")
     flowsteer_v4: FlowSteerV4Weights = Field(default_factory=FlowSteerV4Weights)
     milestones: MilestoneWeights = Field(default_factory=MilestoneWeights)
+    weights: dict[str, Any] = Field(
+        default_factory=dict,
+        # Left out of dumps while empty: configs (and run fingerprints) from before plug-in schedules are unchanged.
+        exclude_if=lambda weights: not weights,
+        description="A plug-in schedule's weights, validated by its weights model (the built-in schedules keep "
+        "theirs under flowsteer_v4 and milestones).",
+    )
+
+    @model_validator(mode="after")
+    def _schedule_registered(self) -> RewardConfig:
+        reward_schedules().get(self.schedule).weights_for(self)  # an unknown name or bad weights fail at load time
+        return self
 
     @model_validator(mode="after")
     def _release_reachable(self) -> RewardConfig:
@@ -199,18 +248,19 @@ def milestone_terms(shape: WorkflowShape, weights: MilestoneWeights) -> dict[str
         terms[f"unique_types>={threshold}"] = bonus if shape.unique_types >= threshold else 0.0
     for threshold, bonus in sorted(weights.total_operators.items()):
         terms[f"total_operators>={threshold}"] = bonus if shape.total_operators >= threshold else 0.0
-    terms["parallel"] = weights.parallel if shape.uses("parallel") else 0.0
-    terms["conditional"] = weights.conditional if shape.uses("conditional") else 0.0
-    terms["loop"] = weights.loop if shape.uses("loop") else 0.0
+    for kind in structure_kinds():  # read now: a kind registered after the config was made has its default
+        kind_bonus = weights.kinds.get(kind.name, kind.milestone_bonus)
+        if kind_bonus is not None:
+            terms[kind.name] = kind_bonus if shape.uses(kind.name) else 0.0
     multi = shape.structure_kinds >= weights.multi_structure_min_kinds
     terms["multi_structure"] = weights.multi_structure if multi else 0.0
     return terms
 
 
 def structure_terms(shape: WorkflowShape, config: RewardConfig) -> dict[str, float]:
-    if config.schedule == "flowsteer-v4":
-        return flowsteer_v4_terms(shape, config.flowsteer_v4)
-    return milestone_terms(shape, config.milestones)
+    """S's terms under the schedule `config` names, as registered (built-in or plug-in)."""
+    schedule = reward_schedules().get(config.schedule)
+    return {name: float(value) for name, value in schedule.terms(shape, schedule.weights_for(config)).items()}
 
 
 def compute_reward(

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flowsteer_mcp.canvas.blueprint import StageBlueprint, blueprint_of, build_stage
 from flowsteer_mcp.canvas.candidates import refuse_new_unfed_ensembles
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
-from flowsteer_mcp.canvas.kinds import KINDS, kind_of
+from flowsteer_mcp.canvas.kinds import kind_of, kinds
 from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph, children
 from flowsteer_mcp.canvas.numbers import MAX_NUMBER
 from flowsteer_mcp.canvas.text import excerpt
@@ -67,15 +67,18 @@ class Finish(_Action):
 EditAction = AddStage | DeleteNode | ModifyNode | SetPrompt
 CanvasAction = Annotated[AddStage | DeleteNode | ModifyNode | SetPrompt | Finish, Field(discriminator="action")]
 
-# Child-id suffix aliases the kinds accept (the conditional's come from the released FlowSteer-8b policy).
-_ALIASES = {alias: canonical for kind in KINDS.values() for alias, canonical in kind.id_aliases.items()}
+
+def _aliases() -> dict[str, str]:
+    """Child-id suffix aliases the registered kinds accept (the conditional's come from the released
+    FlowSteer-8b policy)."""
+    return {alias: canonical for kind in kinds() for alias, canonical in kind.id_aliases.items()}
 
 
 def resolve_node_id(graph: WorkflowGraph, node_id: str) -> str:
     """Canonical id for `node_id` (trimmed, alias-resolved), or a CanvasError listing the existing ids."""
     candidate = node_id.strip()
     if graph.locate(candidate) is None:
-        for alias, canonical in _ALIASES.items():
+        for alias, canonical in _aliases().items():
             if candidate.endswith(alias):
                 aliased = candidate[: -len(alias)] + canonical
                 if graph.locate(aliased) is not None:

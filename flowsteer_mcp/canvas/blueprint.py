@@ -40,6 +40,12 @@ def with_prompts(blueprint: StageBlueprint, prompts: list[str | None]) -> StageB
     return result
 
 
+def with_samples(blueprint: StageBlueprint, samples: list[int]) -> StageBlueprint:
+    """The same blueprint with these draws per slot (kinds whose children sample only)."""
+    result: StageBlueprint = kind_of(blueprint).with_samples(blueprint, samples)
+    return result
+
+
 def with_operators(blueprint: StageBlueprint, names: list[str]) -> StageBlueprint:
     """The same blueprint with its slot operators replaced (used to canonicalise spelling)."""
     result: StageBlueprint = kind_of(blueprint).with_operators(blueprint, names)
@@ -85,4 +91,5 @@ __all__ = [
     "stage_id",
     "with_operators",
     "with_prompts",
+    "with_samples",
 ]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from flowsteer_mcp.canvas.actions import AddStage, CanvasAction, DeleteNode, Finish, ModifyNode, SetPrompt
 from flowsteer_mcp.canvas.blueprint import OperatorBlueprint
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
-from flowsteer_mcp.canvas.kinds import STRUCTURES
+from flowsteer_mcp.canvas.kinds import structure_kinds
 from flowsteer_mcp.canvas.numbers import MAX_DIGITS, parse_bounded_int
 from flowsteer_mcp.canvas.tags import Tags
 from flowsteer_mcp.canvas.text import excerpt
@@ -108,8 +108,8 @@ def _samples(tags: Tags, rules: CanvasRules) -> int | None:
     return rules.samples(_int(raw, "samples")) if raw else None
 
 
-_STRUCTURES = {kind.name: kind for kind in STRUCTURES}
-_STRUCTURE_NAMES = ", ".join(list(_STRUCTURES)[:-1]) + " or " + list(_STRUCTURES)[-1]
+def _one_of(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 class _KindTags:
@@ -156,9 +156,12 @@ def _parse_add(tags: Tags, rules: CanvasRules) -> AddStage:
             "<samples> applies to an add of a single operator (or a modify of a node); for samples in a parallel "
             "stage add it first, then modify a branch with <samples>.",
         )
-    kind = _STRUCTURES.get(structure.lower())
+    structures = {kind.name: kind for kind in structure_kinds()}  # read now: kinds may be registered at run time
+    kind = structures.get(structure.lower())
     if kind is None:
-        raise CanvasError(ErrorCode.PARSE_ERROR, f"Unknown structure {excerpt(structure)}; use {_STRUCTURE_NAMES}.")
+        raise CanvasError(
+            ErrorCode.PARSE_ERROR, f"Unknown structure {excerpt(structure)}; use {_one_of(list(structures))}."
+        )
     return AddStage(stage=kind.from_tags(_KindTags(tags, rules)), position=position)
 
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from flowsteer_mcp.canvas.blueprint import OperatorBlueprint, StageBlueprint
-from flowsteer_mcp.canvas.kinds import KINDS, Stage, kind_of
+from flowsteer_mcp.canvas.kinds import Stage, kind_of, kinds, registry_version
 from flowsteer_mcp.canvas.kinds.base import AnyKind, DSLSyntaxError
 from flowsteer_mcp.canvas.kinds.operator import render_drawn
 from flowsteer_mcp.canvas.model import WorkflowGraph
@@ -46,13 +47,35 @@ def render(graph: WorkflowGraph) -> str:
 
 
 _SPACE = re.compile(r"\s*")
-_PUNCTUATION = sorted(
-    {"{", "}", "|", *(token for kind in KINDS.values() for token in kind.dsl_tokens)}, key=len, reverse=True
-)
-_TOKEN = re.compile(r"(->)|(" + "|".join(re.escape(p) for p in _PUNCTUATION) + r")|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
-_OPENERS: dict[str, AnyKind] = {kind.dsl_opener: kind for kind in KINDS.values() if kind.dsl_opener}
-_INFIXES: dict[str, AnyKind] = {kind.dsl_infix: kind for kind in KINDS.values() if kind.dsl_infix}
 _KINDS = {1: "arrow", 2: "punct", 3: "int", 4: "name"}
+
+
+@dataclass(frozen=True)
+class _Grammar:
+    """What the registered kinds add to the DSL: their punctuation, opening and infix markers."""
+
+    token: re.Pattern[str]
+    openers: dict[str, AnyKind]
+    infixes: dict[str, AnyKind]
+
+
+def _grammar() -> _Grammar:
+    """The grammar of the kinds registered now."""
+    return _grammar_at(registry_version())
+
+
+@lru_cache(maxsize=4)
+def _grammar_at(version: int) -> _Grammar:
+    """The grammar of the registry at `version` (the cache key: registering a kind changes it)."""
+    del version
+    registered = kinds()
+    punctuation = sorted({"{", "}", "|", *(t for kind in registered for t in kind.dsl_tokens)}, key=len, reverse=True)
+    token = re.compile(r"(->)|(" + "|".join(re.escape(p) for p in punctuation) + r")|([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)")
+    return _Grammar(
+        token=token,
+        openers={kind.dsl_opener: kind for kind in registered if kind.dsl_opener},
+        infixes={kind.dsl_infix: kind for kind in registered if kind.dsl_infix},
+    )
 
 
 @dataclass
@@ -67,11 +90,11 @@ def _skip_space(text: str, pos: int) -> int:
     return space.end() if space else pos
 
 
-def _tokens(text: str) -> Iterator[_Token]:
+def _tokens(text: str, pattern: re.Pattern[str]) -> Iterator[_Token]:
     """Tokens in order, then one "end" token; each is matched at its position, so the whole scan is linear."""
     pos = _skip_space(text, 0)
     while pos < len(text):
-        match = _TOKEN.match(text, pos)
+        match = pattern.match(text, pos)
         if match is None:
             raise DSLSyntaxError(f"unexpected character {text[pos]!r} at position {pos}")
         assert match.lastindex is not None
@@ -84,7 +107,8 @@ class _Parser:
     """The recursive-descent parser; it is the `DslReader` each kind's parse hook reads its stage with."""
 
     def __init__(self, text: str, max_operators: int | None) -> None:
-        self._tokens = _tokens(text)
+        self._grammar = _grammar()
+        self._tokens = _tokens(text, self._grammar.token)
         self._current = next(self._tokens)
         self._max_operators = max_operators
         self._operators = 0
@@ -185,14 +209,14 @@ class _Parser:
             )
 
     def stage(self) -> StageBlueprint:
-        for opener, kind in _OPENERS.items():
+        for opener, kind in self._grammar.openers.items():
             if self.at(opener):
                 self.expect(opener)
                 opened: StageBlueprint = kind.parse_dsl_prefix(self)
                 return opened
         first = self.operator()
         drawn, rule = self.drawn()
-        for infix, kind in _INFIXES.items():
+        for infix, kind in self._grammar.infixes.items():
             if self.at(infix):
                 if rule is not None:
                     raise DSLSyntaxError(f"a stopping rule ({{k|{rule}}}) is only allowed on an operator stage")

@@ -1,4 +1,8 @@
-"""The seam between the canvas and whatever runs a workflow (the engine, or nothing at all)."""
+"""The seam between the canvas and whatever runs a workflow (the engine, or nothing at all).
+
+Also step 4 of a turn, `execute`: every run a step makes (after an edit, at finish, when the budget ends, or
+`run_workflow`) goes through it, so an executor's failure is always a failed run, never a failed step.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,16 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Literal, Protocol
 
+import structlog
 from pydantic import BaseModel, Field
 
+from flowsteer_mcp.canvas.errors import CanvasError
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.canvas.text import clip
+
+log = structlog.get_logger(__name__)
+EXECUTOR_ERROR_CHARS = 2000
 
 ExecutionStatus = Literal["ok", "degraded", "failed", "no_executor", "empty", "timeout"]
 """How a run ended. "ok": every stage needed for the answer succeeded. "degraded": the last stage failed but
@@ -132,4 +142,28 @@ class NoExecutor:
             status="no_executor",
             error="no executor configured: the workflow was edited but not run "
             "(configure an executor model to execute workflows)",
+        )
+
+
+async def execute(
+    executor: WorkflowExecutor, graph: WorkflowGraph, task: TaskSpec, progress: ProgressCallback | None
+) -> ExecutionReport:
+    """Run `graph` once and report how it went; never raises for the executor's failures.
+
+    Why: a valid edit stands whatever its run does, so an executor that refuses the graph (CanvasError) or
+    crashes is reported as a failed run of the edited graph, not as a rejected step. A cancellation still
+    propagates (the step's transaction restores the state)."""
+    if graph.is_empty:
+        return ExecutionReport(status="empty")
+    try:
+        return await executor.run(graph, task, progress=progress)
+    except CanvasError as error:  # the executor refused this graph: a failed run, the edit still stands
+        log.warning("executor_rejected_workflow", code=error.code.value)
+        return ExecutionReport(
+            status="failed", error=clip(f"executor rejected the workflow: {error.message}", EXECUTOR_ERROR_CHARS)
+        )
+    except Exception as error:  # an executor bug must not take the canvas down
+        log.exception("executor_crashed")
+        return ExecutionReport(
+            status="failed", error=clip(f"executor error: {type(error).__name__}: {error}", EXECUTOR_ERROR_CHARS)
         )

@@ -11,9 +11,11 @@ workflow produced, so it is checked after the run that finish makes.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from pydantic import BaseModel
 
-from flowsteer_mcp.canvas.kinds import STRUCTURES
+from flowsteer_mcp.canvas.kinds.registry import structures_in_words
 from flowsteer_mcp.canvas.options import FinishPolicy, TaskSpec
 from flowsteer_mcp.canvas.stats import GraphStats
 from operators.base import Category, Role
@@ -61,6 +63,23 @@ def finish_violations(
     )
 
 
+async def finish_gate(
+    policy: FinishPolicy,
+    stats: GraphStats,
+    task: TaskSpec,
+    *,
+    registry: OperatorRegistry,
+    output: Callable[[], Awaitable[str | None]],
+) -> list[Violation]:
+    """The gate as a finish step applies it: the structural verdict first, and only when it passes the output
+    rule on what `output()` returns (the step runs the workflow there when it has not run since its last edit).
+    Why in this order: a refusal that needs no execution must not cost executor time."""
+    found = structural_violations(policy, stats, task, registry=registry)
+    if found:
+        return found
+    return output_violations(policy, stats, task, await output())
+
+
 def structural_violations(
     policy: FinishPolicy, stats: GraphStats, task: TaskSpec, *, registry: OperatorRegistry
 ) -> list[Violation]:
@@ -86,8 +105,7 @@ def structural_violations(
         found.append(
             Violation(
                 constraint="structure",
-                message=f"No structure used: add a {_one_of_words([kind.name for kind in STRUCTURES])} stage "
-                "(e.g. `Verify ? Revise : done`).",
+                message=f"No structure used: add a {structures_in_words()} stage (e.g. `Verify ? Revise : done`).",
             )
         )
     solvers = policy.solvers(registry)
@@ -128,11 +146,6 @@ def output_violations(
             )
         )
     return found
-
-
-def _one_of_words(names: list[str]) -> str:
-    """`a, b or c`: the structure kinds as the gate names them (from the kind registry, so a new kind shows)."""
-    return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def _one_of(names: list[str]) -> str:

@@ -21,7 +21,6 @@ from flowsteer_mcp.canvas.kinds import (
     Stage,
     kind_of,
 )
-from flowsteer_mcp.canvas.kinds import StageKindName as StageKind
 from flowsteer_mcp.canvas.kinds.node import MAX_NODE_ID_CHARS, MAX_SAMPLES, NodeId, OperatorNode
 from flowsteer_mcp.canvas.numbers import MAX_NUMBER
 
@@ -93,7 +92,6 @@ __all__ = [
     "OperatorNode",
     "ParallelStage",
     "Stage",
-    "StageKind",
     "WorkflowGraph",
     "children",
     "operator_nodes",

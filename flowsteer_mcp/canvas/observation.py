@@ -1,8 +1,9 @@
 """Observation builder: the text a policy sees each turn (one builder for director, evaluation and training).
 
 The system template is loadable from a file so users can supply their own wording; `$operators` (one line
-per operator), `$operator_names` (a comma-separated list, for compact templates), `$examples` and
-`$finish_constraints` are filled from the registry and the workflow's finish policy.
+per operator), `$operator_names` (a comma-separated list, for compact templates), `$stage_actions` (how to add
+each registered stage kind, its `dialect_help`), `$examples` and `$finish_constraints` are filled from the
+registries and the workflow's finish policy.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from string import Template
 
 from pydantic import BaseModel
 
+from flowsteer_mcp.canvas.kinds import kinds
+from flowsteer_mcp.canvas.kinds.registry import structures_in_words
 from flowsteer_mcp.canvas.options import FinishPolicy, TaskSpec
 from flowsteer_mcp.canvas.step import StateView
 from operators.registry import OperatorRegistry
@@ -52,6 +55,7 @@ class ObservationBuilder(BaseModel):
         return Template(self.system_template).safe_substitute(
             operators=operators,
             operator_names=", ".join(s.name for s in registry.specs()),
+            stage_actions="\n".join(kind.dialect_help for kind in kinds()),
             examples=examples,
             finish_constraints=describe_policy(policy, registry),
         )
@@ -89,7 +93,7 @@ class ObservationBuilder(BaseModel):
 def describe_policy(policy: FinishPolicy, registry: OperatorRegistry) -> str:
     rules = [f"- at least {policy.min_operators} operator(s)"]
     if policy.require_structure:
-        rules.append("- at least one structure (parallel, conditional or loop)")
+        rules.append(f"- at least one structure ({structures_in_words()})")
     if policy.require_solver:
         rules.append(f"- a solver ({', '.join(policy.solvers(registry))})")
     if policy.require_checker:

@@ -6,7 +6,7 @@ from collections import Counter
 
 from pydantic import BaseModel
 
-from flowsteer_mcp.canvas.kinds import STRUCTURES
+from flowsteer_mcp.canvas.kinds import structure_kinds
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from operators.base import Category, Role
 from operators.registry import OperatorRegistry
@@ -17,11 +17,12 @@ class GraphStats(BaseModel):
     unique_types: int = 0
     operators: list[str] = []  # operator names in stage order
     stage_count: int = 0
-    # The structure kinds the graph uses (canvas/kinds order): the kinds whose contract says `is_structure`. The
-    # finish gate and the reward read this list, never kind names of their own, so they agree on what counts.
+    # The structure kinds the graph uses (registration order): the registered kinds whose contract says
+    # `is_structure`. The finish gate and the reward read this list, never kind names of their own, so they
+    # agree on what counts, for a kind registered later too.
     structures: list[str] = []
-    # The paper's three structures, kept as flags because feedback was written against them (the reward's
-    # per-kind milestone bonuses read `structures`).
+    # The paper's three structures as flags: part of every tool's `state.stats` output (clients and recorded
+    # journals read them). Derived from `structures`; new code reads `structures`.
     has_parallel: bool = False
     has_conditional: bool = False
     has_loop: bool = False
@@ -55,7 +56,7 @@ def graph_stats(graph: WorkflowGraph, registry: OperatorRegistry) -> GraphStats:
         has_checker = has_checker or spec.role == Role.CHECKER
         prompted_solvers += spec.category == Category.SOLVING and bool((node.prompt or "").strip())
     used = {stage.kind for stage in graph.stages}
-    structures = [kind.name for kind in STRUCTURES if kind.name in used]
+    structures = [kind.name for kind in structure_kinds() if kind.name in used]
     return GraphStats(
         total_operators=len(names),
         unique_types=len(set(names)),

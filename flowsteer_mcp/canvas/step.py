@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from flowsteer_mcp.canvas.execution import AnswerEvidence
-from flowsteer_mcp.canvas.kinds import StageKindName
+from flowsteer_mcp.canvas.execution import AnswerEvidence, ExecutionReport
 from flowsteer_mcp.canvas.stats import GraphStats
 
 CanvasStatus = Literal["building", "awaiting_prompt", "finished", "exhausted"]
@@ -15,7 +14,10 @@ CanvasStatus = Literal["building", "awaiting_prompt", "finished", "exhausted"]
 
 class NodeView(BaseModel):
     id: str = Field(description="stable node id, e.g. node_3 (a stage), node_2_p0 (a branch), node_4_cond (a check)")
-    kind: StageKindName = Field(description="operator node or structure")
+    kind: str = Field(
+        description="the node's stage kind: 'operator', or a registered structure kind (parallel, conditional, loop, "
+        "fallback, ...)"
+    )
     operator: str | None = Field(default=None, description="the operator name; null for a structure node")
     parent: str | None = Field(default=None, description="the structure this node belongs to; null at top level")
     slot: str | None = Field(
@@ -73,6 +75,24 @@ class ExecutionView(BaseModel):
         default=None,
         description="what the run's own checks established about `output` (public tests passed, candidates "
         "agreeing), the [Evidence] line of the feedback; null when nothing was",
+    )
+
+
+def execution_view(report: ExecutionReport | None, *, fresh: bool = False) -> ExecutionView | None:
+    """The typed view of a run (None: the workflow has not run since its last edit)."""
+    if report is None:
+        return None
+    return ExecutionView(
+        fresh=fresh,
+        status=report.status,
+        ok=report.ok,
+        output=report.output,
+        error=report.error,
+        llm_calls=report.llm_calls,
+        tokens=report.tokens,
+        duration_s=report.duration_s,
+        cache_hits=report.cache_hits,
+        evidence=report.evidence,
     )
 
 

@@ -1,5 +1,5 @@
 """Control flow of the stage kinds, executed directly on the typed graph; each kind's executor lives in
-`engine/kinds/` (keyed by the kind's name, see `EXECUTORS`), this module dispatches and owns the rule shared by
+`engine/kinds/` (keyed by the kind's name, see `register_executor`), this module dispatches and owns the rule shared by
 all: candidates are visible to the one stage right after the stage that offered them and dropped everywhere else.
 
 Decisions (docs/design/canvas.md, "Stage kinds" and "Execution"; each executor's docstring has the detail):
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from flowsteer_mcp.canvas.execution import NodeTrace
 from flowsteer_mcp.canvas.model import Stage
-from flowsteer_mcp.engine.kinds import EXECUTORS, StageOutcome, branch_draws
+from flowsteer_mcp.engine.kinds import StageOutcome, branch_draws, executor_for
 from flowsteer_mcp.engine.node_call import NodeCaller
 from flowsteer_mcp.engine.state import FlowState
 
@@ -45,7 +45,7 @@ class StageRunner:
         self._caller = caller
 
     async def run(self, stage: Stage, state: FlowState, sink: list[NodeTrace]) -> StageOutcome:
-        outcome = await EXECUTORS[stage.kind](stage, state, sink, self._caller)
+        outcome = await executor_for(stage.kind)(stage, state, sink, self._caller)
         if not outcome.offers_candidates:
             # Candidates of a parallel stage are meant for the one stage right after it.
             outcome.state = outcome.state.without_candidates()

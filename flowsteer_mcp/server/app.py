@@ -8,7 +8,9 @@ store; with a static token it checks the token itself (bearer header or the sess
 signing in), so it sits beside the bearer middleware rather than behind it.
 
 Background jobs (`jobs.py`) run in the job group the server's lifespan opens: once for the HTTP app and the
-stdio loop, once per connection of an in-memory client.
+stdio loop, once per connection of an in-memory client. The lifespan's state is the `ToolKit` the tools share:
+a tool reads it from its context (`toolkit.kit_of`). Every tool, resource and prompt is a module-level function;
+`server_tools` is the table of the tools, in the order clients list them, and resources.py has the others'.
 """
 
 from __future__ import annotations
@@ -29,17 +31,17 @@ from flowsteer_mcp.director.served import DirectorServing
 from flowsteer_mcp.host_policy import HostGuard, HostPolicy, check_bind
 from flowsteer_mcp.server.auth import BearerTokenMiddleware
 from flowsteer_mcp.server.errors import ToolArguments, ToolCallErrors
-from flowsteer_mcp.server.job_tools import register_job_tools
+from flowsteer_mcp.server.job_tools import job_tools
 from flowsteer_mcp.server.jobs import JobBoard
-from flowsteer_mcp.server.library import register_library
+from flowsteer_mcp.server.library import library_tools
 from flowsteer_mcp.server.policy import PolicySource
 from flowsteer_mcp.server.resources import register_resources
 from flowsteer_mcp.server.settings import ServerSettings
-from flowsteer_mcp.server.solve import register_solve
+from flowsteer_mcp.server.solve import solve_tools
 from flowsteer_mcp.server.subscriptions import register_subscriptions
 from flowsteer_mcp.server.tasks import register_tasks
-from flowsteer_mcp.server.toolkit import ToolKit
-from flowsteer_mcp.server.tools import register_tools
+from flowsteer_mcp.server.toolkit import ToolEntry, ToolKit
+from flowsteer_mcp.server.tools import canvas_tools
 from flowsteer_mcp.server.workbench import Workbench
 from flowsteer_mcp.store.base import WorkflowStore, open_store
 from operators.registry import OperatorRegistry, default_registry
@@ -155,24 +157,29 @@ def build_server(
         version=__version__,
         instructions=INSTRUCTIONS,
         subscriptions=(bus := InMemorySubscriptionBus()),  # what 2026-07-28 `subscriptions/listen` delivers
-        lifespan=lambda _: _lifespan(jobs, policy),  # once by the HTTP app and the stdio loop, per in-memory client
+        lifespan=lambda _: _lifespan(kit),  # `kit` is bound below, before any lifespan can start
     )
     arguments = ToolArguments()
     server.middleware.append(ToolCallErrors(server, arguments))
-    kit = ToolKit(server, bench, jobs, settings, observer, arguments)
-    register_tools(kit)
-    register_library(kit)
-    register_solve(kit, policy)
-    register_job_tools(kit)
+    kit = ToolKit(server, bench, jobs, settings, observer, arguments, policy)
+    kit.register(server_tools())
     kit.check_tool_filter()
-    register_tasks(server, jobs, arguments)
-    register_resources(server, bench, observer)
+    register_tasks(kit)
+    register_resources(kit)
     register_subscriptions(server, bench, bus)
     return FlowSteerServer(mcp=server, bench=bench, settings=settings, jobs=jobs, policy=policy)
 
 
+def server_tools() -> list[ToolEntry]:
+    """Every tool this server has, in the order clients list them (the tool filter may leave some out); built
+    when a server is built (add_structure's schema names the structure kinds registered by then)."""
+    return [*canvas_tools(), *library_tools(), *solve_tools(), *job_tools()]
+
+
 @asynccontextmanager
-async def _lifespan(jobs: JobBoard, policy: PolicySource) -> AsyncIterator[None]:
-    """The job group, and the shipped director served in the background when the server serves it."""
-    async with jobs.serving(), policy.running():
-        yield
+async def _lifespan(kit: ToolKit) -> AsyncIterator[ToolKit]:
+    """The job group, and the shipped director served in the background when the server serves it; the state
+    the tools read from their context (`kit_of`). Entered once by the HTTP app and the stdio loop, once per
+    connection of an in-memory client."""
+    async with kit.jobs.serving(), kit.policy.running():
+        yield kit

@@ -5,7 +5,7 @@ Why one module: the plain job tools (`start_job`, any client) and MCP tasks (cli
 the same argument check, the same `ToolError` messages, the same structured result.
 
 Which tools: those that may run the workflow, i.e. call the executor, which is what their `openWorldHint`
-annotation already says (see `tools.py`). Every other tool answers at once and gains nothing from a job.
+annotation already says (see `toolkit.py`). Every other tool answers at once and gains nothing from a job.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import principal_components
 from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 
@@ -47,13 +48,22 @@ def principal_of(ctx: ServerRequestContext[Any, Any] | None) -> str | None:
     return f"{issuer or ''}|{client_id}|{subject or ''}"
 
 
-async def call_tool(server: MCPServer, arguments: ToolArguments, name: str, args: Mapping[str, Any]) -> CallToolResult:
-    """`tools/call` of `name` with `args`, as the synchronous request would answer it (errors as results)."""
+async def call_tool(
+    server: MCPServer,
+    arguments: ToolArguments,
+    name: str,
+    args: Mapping[str, Any],
+    request: ServerRequestContext[Any, Any],
+) -> CallToolResult:
+    """`tools/call` of `name` with `args`, as the synchronous request would answer it (errors as results).
+
+    The tool gets a context on the request that started the job, for the server's lifespan state it reads (its
+    progress goes to the job's activity, not to that request: see progress.py)."""
     problems = arguments.problems(name, args)
     if problems is not None:
         return _error_result(problems)
     try:
-        result = await server.call_tool(name, dict(args))
+        result = await server.call_tool(name, dict(args), Context(request_context=request, mcp_server=server))
     except ToolError as error:
         return _error_result(str(error))
     except MCPError as error:
@@ -70,16 +80,18 @@ def start_tool_job(
     name: str,
     args: Mapping[str, Any],
     *,
-    owner: str | None,
+    request: ServerRequestContext[Any, Any],
     ttl_s: float | None = None,
 ) -> Job:
-    """Start `name(args)` as a job on the workflow it names (raises JobError when that cannot be done)."""
+    """Start `name(args)` as a job on the workflow it names, owned by the principal behind `request` (raises
+    JobError when that cannot be done)."""
     workflow_id = args.get("workflow_id")
     copied = dict(args)
 
     async def run() -> CallToolResult:
-        return await call_tool(server, arguments, name, copied)
+        return await call_tool(server, arguments, name, copied, request)
 
+    owner = principal_of(request)
     return jobs.start(name, workflow_id if isinstance(workflow_id, str) else None, run, owner=owner, ttl_s=ttl_s)
 
 

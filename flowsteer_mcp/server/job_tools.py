@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from flowsteer_mcp.server.background import background_tools, principal_of, start_tool_job
 from flowsteer_mcp.server.jobs import Job, JobError, error_text
 from flowsteer_mcp.server.progress import ToolProgress
-from flowsteer_mcp.server.toolkit import ToolKit
+from flowsteer_mcp.server.toolkit import ToolEntry, kit_of
 
 MAX_WAIT_S = 50.0  # under the 60 s request timeout many clients use
 POLL_INTERVAL_S = 5.0
@@ -75,65 +75,73 @@ def iso_time(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def register_job_tools(kit: ToolKit) -> None:
-    """Register the job tools; a started tool's arguments are checked as its synchronous call would check them."""
-    server, jobs, checker, tool = kit.server, kit.jobs, kit.arguments, kit.tool
+def owned_job(job_id: str, ctx: Context) -> Job:
+    """The job `job_id` of the principal behind the request, or a ToolError saying it is not there."""
+    try:
+        return kit_of(ctx).jobs.get(job_id, principal_of(ctx.request_context))
+    except JobError as error:
+        raise ToolError(str(error)) from None
 
-    def found(job_id: str, ctx: Context) -> Job:
-        try:
-            return jobs.get(job_id, principal_of(ctx.request_context))
-        except JobError as error:
-            raise ToolError(str(error)) from None
 
-    @tool("Start a background job", STARTS)
-    async def start_job(
-        name: Annotated[
-            str,
-            Field(
-                max_length=64,
-                description="a tool that may run the workflow: act, the typed edits, run_workflow, finish, solve",
-            ),
-        ],
-        arguments: Annotated[dict[str, Any], Field(description="that tool's arguments, exactly as for a direct call")],
-        ctx: Context,
-    ) -> JobView:
-        """Start a long tool call in the background and return its job at once; poll it with get_job."""
-        allowed = await background_tools(server)
-        if name not in allowed:
-            raise ToolError(f"{name[:64]!r} cannot run as a job; these can: {', '.join(allowed)}.")
-        try:
-            job = start_tool_job(server, jobs, checker, name, arguments, owner=principal_of(ctx.request_context))
-        except JobError as error:
-            raise ToolError(str(error)) from None
-        return job_view(job)
+async def start_job(
+    name: Annotated[
+        str,
+        Field(
+            max_length=64,
+            description="a tool that may run the workflow: act, the typed edits, run_workflow, finish, solve",
+        ),
+    ],
+    arguments: Annotated[dict[str, Any], Field(description="that tool's arguments, exactly as for a direct call")],
+    ctx: Context,
+) -> JobView:
+    """Start a long tool call in the background and return its job at once; poll it with get_job."""
+    kit = kit_of(ctx)
+    allowed = await background_tools(kit.server)
+    if name not in allowed:
+        raise ToolError(f"{name[:64]!r} cannot run as a job; these can: {', '.join(allowed)}.")
+    try:  # the arguments are checked as the synchronous call would check them
+        job = start_tool_job(kit.server, kit.jobs, kit.arguments, name, arguments, request=ctx.request_context)
+    except JobError as error:
+        raise ToolError(str(error)) from None
+    return job_view(job)
 
-    @tool("Get a background job", READS)
-    async def get_job(
-        job_id: JobId,
-        ctx: Context,
-        wait_s: Annotated[
-            float, Field(ge=0, le=MAX_WAIT_S, description="wait up to this many seconds for the job to end (0-50)")
-        ] = 0.0,
-    ) -> JobView:
-        """A job's status, what it is running now, and once it ended its result or error."""
-        job = found(job_id, ctx)
-        if wait_s > 0 and not job.finished:
-            waiting = ToolProgress(ctx.report_progress, job.activity)  # a long poll is a long call too
-            async with waiting.heartbeat(kit.settings.progress_interval_s):
-                await jobs.wait(job, wait_s)
-        return job_view(job)
 
-    @tool("Cancel a background job", CANCELS)
-    async def cancel_job(job_id: JobId, ctx: Context) -> JobView:
-        """Stop a running job; the step it ran is discarded unless it had already committed."""
-        job = found(job_id, ctx)
-        try:
-            await jobs.cancel(job.job_id, principal_of(ctx.request_context))
-        except JobError as error:
-            raise ToolError(str(error)) from None
-        return job_view(job)
+async def get_job(
+    job_id: JobId,
+    ctx: Context,
+    wait_s: Annotated[
+        float, Field(ge=0, le=MAX_WAIT_S, description="wait up to this many seconds for the job to end (0-50)")
+    ] = 0.0,
+) -> JobView:
+    """A job's status, what it is running now, and once it ended its result or error."""
+    kit, job = kit_of(ctx), owned_job(job_id, ctx)
+    if wait_s > 0 and not job.finished:
+        waiting = ToolProgress(ctx.report_progress, job.activity)  # a long poll is a long call too
+        async with waiting.heartbeat(kit.settings.progress_interval_s):
+            await kit.jobs.wait(job, wait_s)
+    return job_view(job)
 
-    @tool("List background jobs", READS)
-    async def list_jobs(ctx: Context) -> JobList:
-        """The background jobs this server keeps for you (running, and finished ones until their ttl)."""
-        return JobList(jobs=[job_view(job) for job in jobs.list(principal_of(ctx.request_context))])
+
+async def cancel_job(job_id: JobId, ctx: Context) -> JobView:
+    """Stop a running job; the step it ran is discarded unless it had already committed."""
+    job = owned_job(job_id, ctx)
+    try:
+        await kit_of(ctx).jobs.cancel(job.job_id, principal_of(ctx.request_context))
+    except JobError as error:
+        raise ToolError(str(error)) from None
+    return job_view(job)
+
+
+async def list_jobs(ctx: Context) -> JobList:
+    """The background jobs this server keeps for you (running, and finished ones until their ttl)."""
+    return JobList(jobs=[job_view(job) for job in kit_of(ctx).jobs.list(principal_of(ctx.request_context))])
+
+
+def job_tools() -> list[ToolEntry]:
+    """The job tools' rows of the server's registration table."""
+    return [
+        ToolEntry(start_job, "Start a background job", STARTS),
+        ToolEntry(get_job, "Get a background job", READS),
+        ToolEntry(cancel_job, "Cancel a background job", CANCELS),
+        ToolEntry(list_jobs, "List background jobs", READS),
+    ]

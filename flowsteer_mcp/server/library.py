@@ -16,9 +16,12 @@ from pydantic import BaseModel, Field
 
 from flowsteer_mcp.director.library import DEFAULT_WORKFLOW, LIBRARY, LibraryWorkflow
 from flowsteer_mcp.director.measured import Measurement, library_measurements, measurements_of
-from flowsteer_mcp.server.toolkit import READ_ONLY, ToolKit
+from flowsteer_mcp.server.toolkit import READ_ONLY, ToolEntry
 
 LIBRARY_URI = "flowsteer://library"
+LIBRARY_DESCRIPTION = (
+    "the measured workflow library per task type: DSL, rationale, default, published scores and tokens"
+)
 HOW_TO_USE = (
     "Start an entry with create_workflow(task, task_type, library_workflow=NAME) and run or finish it, or solve "
     "a task in one call with solve(task, task_type, workflow=NAME); without a name both use the default."
@@ -75,24 +78,21 @@ def library_listing(task_type: str | None = None) -> LibraryListing:
     )
 
 
-def register_library(kit: ToolKit) -> None:
-    """The `flowsteer://library` resource and the `list_library` tool."""
+async def library_resource() -> str:
+    """The `flowsteer://library` resource: the whole library, as list_library answers without a task type."""
+    return library_listing().model_dump_json(indent=1)
 
-    @kit.server.resource(
-        LIBRARY_URI,
-        title="Workflow library",
-        mime_type="application/json",
-        description="the measured workflow library per task type: DSL, rationale, default, published scores and tokens",
-    )
-    async def library_resource() -> str:
-        return library_listing().model_dump_json(indent=1)
 
-    @kit.tool("List the workflow library", READ_ONLY)
-    async def list_library(
-        task_type: Annotated[
-            Literal["math", "code", "qa", "general"] | None, Field(description="one task type; omitted: all")
-        ] = None,
-    ) -> LibraryListing:
-        """The measured workflow library: per task type its workflows, the default, and each one's published
-        score and executor tokens against direct on the same problems. Start one with create_workflow or solve."""
-        return library_listing(task_type)
+async def list_library(
+    task_type: Annotated[
+        Literal["math", "code", "qa", "general"] | None, Field(description="one task type; omitted: all")
+    ] = None,
+) -> LibraryListing:
+    """The measured workflow library: per task type its workflows, the default, and each one's published
+    score and executor tokens against direct on the same problems. Start one with create_workflow or solve."""
+    return library_listing(task_type)
+
+
+def library_tools() -> list[ToolEntry]:
+    """The library's rows of the server's registration table."""
+    return [ToolEntry(list_library, "List the workflow library", READ_ONLY)]

@@ -1,4 +1,4 @@
-"""Where `solve(director="policy")` finds its Flow-Director, and how the policy drives the server's own canvas.
+"""Where `solve(director="policy")` finds its Flow-Director.
 
 Why: a client should be able to let the learned director design a workflow with one call, on the same canvas
 the tools edit. The policy is an OpenAI-compatible endpoint, found one of two ways:
@@ -11,9 +11,8 @@ the tools edit. The policy is an OpenAI-compatible endpoint, found one of two wa
   saying so, and the server answers everything else meanwhile.
 
 Without either, `solve` stays listed, and a policy call is refused with the flag to pass and the locator's word
-on the shipped director; nothing is created. The director drives the canvas in process (`KitLink`): each turn
-goes through the same `Canvas.act` as the `act` tool, under the same busy rule and progress reporting, without a
-second MCP connection.
+on the shipped director; nothing is created. The server's state (`ToolKit.policy`) holds the `PolicySource`, and
+its lifespan serves the shipped director; the director drives the canvas in process (kit_link.py).
 """
 
 from __future__ import annotations
@@ -21,21 +20,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import structlog
-from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
-from flowsteer_mcp.canvas.session import CanvasState
 from flowsteer_mcp.director.card import DirectorCardError, ShippedDirector, shipped_director
-from flowsteer_mcp.director.link import CanvasCallError
 from flowsteer_mcp.director.served import DirectorServing, ServeMode
 from flowsteer_mcp.server.settings import ServerSettings
-from flowsteer_mcp.server.toolkit import ToolKit
-from flowsteer_mcp.server.tools import detail_of, step_of
 
 log = structlog.get_logger(__name__)
 
@@ -151,39 +143,3 @@ def _unconfigured() -> str:
         f"shipped director, with `flowsteer serve --serve-director`. {ships} Nothing was created; "
         "director='library' works without one."
     )
-
-
-class KitLink:
-    """`CanvasCalls` on this server's own canvas: what the policy director calls, without an MCP round trip.
-
-    Only the three tools a policy episode uses are here; each answers the JSON its MCP tool would."""
-
-    def __init__(self, kit: ToolKit, ctx: Context, options: CanvasOptions) -> None:
-        self.kit = kit
-        self.ctx = ctx
-        self.options = options
-        self.workflow_id: str | None = None
-
-    async def create(self, task: TaskSpec, options: dict[str, Any] | None = None) -> dict[str, Any]:
-        try:
-            created = await self.kit.created(
-                CanvasState(task=task, options=self.options), "Workflow created for the Flow-Director."
-            )
-        except ToolError as error:
-            raise CanvasCallError(f"create_workflow: {error}") from None
-        self.workflow_id = created.workflow_id
-        return created.model_dump(mode="json")
-
-    async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        workflow_id = str(arguments["workflow_id"])
-        try:
-            if tool == "act":
-                async with self.kit.working(workflow_id, self.ctx, "solve") as (canvas, progress):
-                    step = step_of(workflow_id, await canvas.act(str(arguments["text"]), progress))
-                return step.model_dump(mode="json")
-            if tool == "get_workflow":
-                async with self.kit.opened(workflow_id, write=False) as canvas:
-                    return detail_of(workflow_id, canvas).model_dump(mode="json")
-        except ToolError as error:
-            raise CanvasCallError(f"{tool}: {error}") from None
-        raise CanvasCallError(f"{tool}: not offered to an in-process director")

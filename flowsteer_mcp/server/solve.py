@@ -33,9 +33,9 @@ from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.measured import Measurement, measurements_of
 from flowsteer_mcp.director.policy import PolicyDirector
 from flowsteer_mcp.server.arguments import EntryPoint, Name, PublicTests, TaskText
-from flowsteer_mcp.server.policy import KitLink, PolicySource
+from flowsteer_mcp.server.kit_link import KitLink
 from flowsteer_mcp.server.results import WorkflowOptionsInput
-from flowsteer_mcp.server.toolkit import DESTRUCTIVE_AND_RUNS, TaskTypeInput, ToolKit
+from flowsteer_mcp.server.toolkit import DESTRUCTIVE_AND_RUNS, TaskTypeInput, ToolEntry, ToolKit, kit_of
 from flowsteer_mcp.server.tools import library_entry
 
 TRACE_TEXT_CHARS = 200
@@ -103,8 +103,70 @@ def trace_rows(trace: list[NodeTrace]) -> list[TraceRow]:
     ]
 
 
-async def _policy_solve(kit: ToolKit, policy: PolicySource, spec: TaskSpec, ctx: Context) -> SolveResult:
-    endpoint = policy.endpoint()  # refused before anything is created when no policy is configured
+async def solve(
+    task: Annotated[TaskText, Field(description="the problem to solve")],
+    ctx: Context,
+    task_type: Annotated[TaskTypeInput, Field(description="math, code, qa, general, or auto")] = "auto",
+    entry_point: Annotated[EntryPoint | None, Field(description="code tasks: the function to implement")] = None,
+    public_tests: Annotated[PublicTests | None, Field(description="code tasks: tests visible to the workflow")] = None,
+    workflow: Annotated[
+        Name | None, Field(description="a library workflow (list_library); omitted: the task type's default")
+    ] = None,
+    director: Annotated[
+        Literal["library", "policy"],
+        Field(
+            description="library: the measured library workflow; policy: the server's Flow-Director designs "
+            "the workflow turn by turn (needs a server started with --policy-url or --serve-director)"
+        ),
+    ] = "library",
+) -> SolveResult:
+    """Solve a task in one call: build the task type's best measured workflow (or the named one; or, with
+    director='policy', let the server's Flow-Director design one), run it, and return the answer with the
+    workflow, a trace summary, usage and the workflow's measurements.
+    Takes as long as the run: use start_job or an MCP task if your client times out early."""
+    kit = kit_of(ctx)
+    spec = kit.task_from(task, task_type, entry_point, public_tests)
+    if director == "policy":
+        if workflow is not None:
+            raise ToolError("workflow names a library workflow; leave it out with director='policy'.")
+        return await _policy_solve(kit, spec, ctx)
+    return await _library_solve(kit, spec, workflow or "default", ctx)
+
+
+def solve_tools() -> list[ToolEntry]:
+    """`solve`'s row of the server's registration table."""
+    return [ToolEntry(solve, "Solve a task (library workflow, one call)", DESTRUCTIVE_AND_RUNS)]
+
+
+async def _library_solve(kit: ToolKit, spec: TaskSpec, workflow: str, ctx: Context) -> SolveResult:
+    entry = library_entry(spec.task_type, workflow)
+    options = CanvasOptions(
+        finish="relaxed", execute_each_step=False, max_rounds=SOLVE_ROUNDS, limits=kit.settings.limits
+    )
+    state = CanvasState(task=spec, options=options)
+    state.graph = kit.imported(entry.spec(), "json", state)
+    workflow_id = await kit.create(state)
+    async with kit.working(workflow_id, ctx, "solve") as (canvas, progress):
+        step = await canvas.finish(None, progress)
+        report = canvas.state.last_execution
+    assert report is not None, "a relaxed finish of a non-empty workflow runs it"
+    return SolveResult(
+        workflow_id=workflow_id,
+        director="library",
+        workflow=entry.name,
+        dsl=step.state.dsl,
+        task_type=spec.task_type,
+        answer=step.final_answer,
+        status=report.status,
+        error=report.error,
+        usage=Usage(llm_calls=report.llm_calls, tokens=report.tokens, duration_s=round(report.duration_s, 3)),
+        trace=trace_rows(report.trace),
+        measured=measurements_of(spec.task_type, entry.name),
+    )
+
+
+async def _policy_solve(kit: ToolKit, spec: TaskSpec, ctx: Context) -> SolveResult:
+    endpoint = kit.policy.endpoint()  # refused before anything is created when no policy is configured
     options = kit.options_from(POLICY_OPTIONS)
     link = KitLink(kit, ctx, options)
     async with AsyncOpenAI(base_url=endpoint.url, api_key="not-needed", max_retries=2) as client:
@@ -136,62 +198,3 @@ async def _policy_solve(kit: ToolKit, policy: PolicySource, spec: TaskSpec, ctx:
         measured=[],
         turns=episode.turns,
     )
-
-
-def register_solve(kit: ToolKit, policy: PolicySource | None = None) -> None:
-    """`solve`; `policy` is where director='policy' finds its endpoint (none: such calls are refused)."""
-    policy = policy or PolicySource()
-
-    @kit.tool("Solve a task (library workflow, one call)", DESTRUCTIVE_AND_RUNS)
-    async def solve(
-        task: Annotated[TaskText, Field(description="the problem to solve")],
-        ctx: Context,
-        task_type: Annotated[TaskTypeInput, Field(description="math, code, qa, general, or auto")] = "auto",
-        entry_point: Annotated[EntryPoint | None, Field(description="code tasks: the function to implement")] = None,
-        public_tests: Annotated[
-            PublicTests | None, Field(description="code tasks: tests visible to the workflow")
-        ] = None,
-        workflow: Annotated[
-            Name | None, Field(description="a library workflow (list_library); omitted: the task type's default")
-        ] = None,
-        director: Annotated[
-            Literal["library", "policy"],
-            Field(
-                description="library: the measured library workflow; policy: the server's Flow-Director designs "
-                "the workflow turn by turn (needs a server started with --policy-url or --serve-director)"
-            ),
-        ] = "library",
-    ) -> SolveResult:
-        """Solve a task in one call: build the task type's best measured workflow (or the named one; or, with
-        director='policy', let the server's Flow-Director design one), run it, and return the answer with the
-        workflow, a trace summary, usage and the workflow's measurements.
-        Takes as long as the run: use start_job or an MCP task if your client times out early."""
-        spec = kit.task_from(task, task_type, entry_point, public_tests)
-        if director == "policy":
-            if workflow is not None:
-                raise ToolError("workflow names a library workflow; leave it out with director='policy'.")
-            return await _policy_solve(kit, policy, spec, ctx)
-        entry = library_entry(spec.task_type, workflow or "default")
-        options = CanvasOptions(
-            finish="relaxed", execute_each_step=False, max_rounds=SOLVE_ROUNDS, limits=kit.settings.limits
-        )
-        state = CanvasState(task=spec, options=options)
-        state.graph = kit.imported(entry.spec(), "json", state)
-        workflow_id = await kit.create(state)
-        async with kit.working(workflow_id, ctx, "solve") as (canvas, progress):
-            step = await canvas.finish(None, progress)
-            report = canvas.state.last_execution
-        assert report is not None, "a relaxed finish of a non-empty workflow runs it"
-        return SolveResult(
-            workflow_id=workflow_id,
-            director="library",
-            workflow=entry.name,
-            dsl=step.state.dsl,
-            task_type=spec.task_type,
-            answer=step.final_answer,
-            status=report.status,
-            error=report.error,
-            usage=Usage(llm_calls=report.llm_calls, tokens=report.tokens, duration_s=round(report.duration_s, 3)),
-            trace=trace_rows(report.trace),
-            measured=measurements_of(spec.task_type, entry.name),
-        )

@@ -12,7 +12,8 @@ that speak them (the TypeScript SDK's `experimental.tasks.callToolStream`, among
   ended task), `tasks/list`.
 A task IS a job: `get_job` reads it too, and the same ownership, limits and retention apply. A tool result
 with `isError` makes the task `failed`, as 2025-11-25 defines. The 2026-07-28 revision moves tasks into an
-extension (SEP-2663) of another shape; clients on it use the job tools.
+extension (SEP-2663) of another shape; clients on it use the job tools. The tasks/* handlers are module-level
+functions that read the job board from the server's state (`kit_in`), like the tools.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from flowsteer_mcp.server.background import background_tools, principal_of, star
 from flowsteer_mcp.server.errors import ToolArguments
 from flowsteer_mcp.server.job_tools import iso_time
 from flowsteer_mcp.server.jobs import Job, JobBoard, JobError, JobFinished
+from flowsteer_mcp.server.toolkit import ToolKit, kit_in
 
 TASK_VERSIONS = frozenset({"2025-11-25"})
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -119,7 +121,7 @@ class TaskAugmentedCalls:
                 self.checker,
                 name,
                 arguments if isinstance(arguments, Mapping) else {},
-                owner=principal_of(ctx),
+                request=ctx,
                 ttl_s=ttl_s,
             )
         except JobError as error:
@@ -128,45 +130,49 @@ class TaskAugmentedCalls:
         return {"task": task_of(job), "_meta": {IMMEDIATE_RESPONSE: note}}
 
 
-def register_tasks(server: MCPServer, jobs: JobBoard, checker: ToolArguments) -> None:
+def owned_task(ctx: ServerRequestContext[Any, Any], task_id: str) -> Job:
+    """The job behind `task_id` of the principal behind the request, or INVALID_PARAMS."""
+    try:
+        return kit_in(ctx).jobs.get(task_id, principal_of(ctx))
+    except JobError as error:
+        raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {error}") from None
+
+
+async def get_task(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+    return task_of(owned_task(ctx, params.task_id))
+
+
+async def task_result(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+    job = owned_task(ctx, params.task_id)
+    await job.done.wait()
+    final = job.result or CallToolResult(content=[TextContent(type="text", text=job.status_message())], is_error=True)
+    dumped = final.model_dump(by_alias=True, mode="json", exclude_none=True)
+    dumped["_meta"] = {**(dumped.get("_meta") or {}), RELATED_TASK: {"taskId": job.job_id}}
+    return dumped
+
+
+async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+    job = owned_task(ctx, params.task_id)
+    try:
+        await kit_in(ctx).jobs.cancel(job.job_id, principal_of(ctx))
+    except JobFinished:
+        raise MCPError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status {job.status!r}") from None
+    return task_of(job)
+
+
+async def list_tasks(ctx: ServerRequestContext[Any, Any], params: TaskListParams) -> dict[str, Any]:
+    if params.cursor:
+        raise MCPError(INVALID_PARAMS, "Invalid cursor: tasks/list returns every task in one page")
+    return {"tasks": [task_of(job) for job in kit_in(ctx).jobs.list(principal_of(ctx))]}
+
+
+def register_tasks(kit: ToolKit) -> None:
     """Serve MCP tasks: the middleware (outermost, so a task call is answered before argument checks) and
     the tasks/* methods."""
-    server.middleware.insert(0, TaskAugmentedCalls(server, jobs, checker))
+    server = kit.server
+    server.middleware.insert(0, TaskAugmentedCalls(server, kit.jobs, kit.arguments))
     lowlevel = server._lowlevel_server  # the SDK has no public way to add a request method to an MCPServer
-
-    def owned(ctx: ServerRequestContext[Any, Any], task_id: str) -> Job:
-        try:
-            return jobs.get(task_id, principal_of(ctx))
-        except JobError as error:
-            raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {error}") from None
-
-    async def get(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        return task_of(owned(ctx, params.task_id))
-
-    async def result(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        job = owned(ctx, params.task_id)
-        await job.done.wait()
-        final = job.result or CallToolResult(
-            content=[TextContent(type="text", text=job.status_message())], is_error=True
-        )
-        dumped = final.model_dump(by_alias=True, mode="json", exclude_none=True)
-        dumped["_meta"] = {**(dumped.get("_meta") or {}), RELATED_TASK: {"taskId": job.job_id}}
-        return dumped
-
-    async def cancel(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        job = owned(ctx, params.task_id)
-        try:
-            await jobs.cancel(job.job_id, principal_of(ctx))
-        except JobFinished:
-            raise MCPError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status {job.status!r}") from None
-        return task_of(job)
-
-    async def listing(ctx: ServerRequestContext[Any, Any], params: TaskListParams) -> dict[str, Any]:
-        if params.cursor:
-            raise MCPError(INVALID_PARAMS, "Invalid cursor: tasks/list returns every task in one page")
-        return {"tasks": [task_of(job) for job in jobs.list(principal_of(ctx))]}
-
-    lowlevel.add_request_handler("tasks/get", TaskIdParams, get)
-    lowlevel.add_request_handler("tasks/result", TaskIdParams, result)
-    lowlevel.add_request_handler("tasks/cancel", TaskIdParams, cancel)
-    lowlevel.add_request_handler("tasks/list", TaskListParams, listing)
+    lowlevel.add_request_handler("tasks/get", TaskIdParams, get_task)
+    lowlevel.add_request_handler("tasks/result", TaskIdParams, task_result)
+    lowlevel.add_request_handler("tasks/cancel", TaskIdParams, cancel_task)
+    lowlevel.add_request_handler("tasks/list", TaskListParams, list_tasks)

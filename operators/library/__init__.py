@@ -11,7 +11,6 @@ from operators.base import Operator
 from operators.library.dual_agreement import CodeT, CodeTOutput
 from operators.library.ensemble import Aggregate, AggregateOutput, EnsembleOutput, ScEnsemble
 from operators.library.formatting import Format, FormatOutput
-from operators.library.legacy import CodeOutput, CustomCodeGenerate, MdEnsemble
 from operators.library.planning import Decompose, DecomposeOutput, Plan, PlanOutput
 from operators.library.revision import Revise, ReviseOutput
 from operators.library.solving import AnswerGenerate, AnswerOutput, Custom, CustomOutput, Programmer, ProgrammerOutput
@@ -23,18 +22,15 @@ __all__ = [
     "AggregateOutput",
     "AnswerGenerate",
     "AnswerOutput",
-    "CodeOutput",
     "CodeT",
     "CodeTOutput",
     "Custom",
-    "CustomCodeGenerate",
     "CustomOutput",
     "Decompose",
     "DecomposeOutput",
     "EnsembleOutput",
     "Format",
     "FormatOutput",
-    "MdEnsemble",
     "Plan",
     "PlanOutput",
     "Programmer",
@@ -63,7 +59,5 @@ BUILTIN_OPERATORS: list[type[Operator]] = [
     ScEnsemble,
     Aggregate,
     Format,
-    CustomCodeGenerate,
-    MdEnsemble,
     CodeT,
 ]

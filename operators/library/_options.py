@@ -6,7 +6,6 @@ Options the built-in operators read (all optional):
 - `verify_adopt` ("never" | "high_confidence" | "always", default "never"): when Verify may replace
   the answer it judged wrong by its own independent answer.
 - `verify_adopt_threshold` (float in [0, 1], default 0.8): minimum confidence for "high_confidence".
-- `md_ensemble_rounds` (int, 1..10, default 3): shuffled judging rounds of the legacy MdEnsemble.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ between two input sizes in the same run (a generous ratio, never an absolute tim
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import time
 from collections.abc import Callable
@@ -78,8 +79,9 @@ def test_the_dsl_tokenizer_copies_no_suffixes() -> None:
 def test_500k_characters_of_junk_fail_at_once_with_a_clear_error(
     junk: str, fragment: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counter = CountingPattern(dsl._TOKEN)
-    monkeypatch.setattr(dsl, "_TOKEN", counter)
+    grammar = dsl._grammar()
+    counter = CountingPattern(grammar.token)
+    monkeypatch.setattr(dsl, "_grammar", lambda: dataclasses.replace(grammar, token=counter))
     with pytest.raises(CanvasError) as caught:
         import_dsl(junk, RULES)
     assert caught.value.code == ErrorCode.INVALID_IMPORT

@@ -29,7 +29,7 @@ backend = "scripted"
 default_reply = "Final answer: 391"
 """
 
-# What each tool claims (readOnly, destructive, idempotent, openWorld); see the reasoning in server/tools.py.
+# What each tool claims (readOnly, destructive, idempotent, openWorld); see the reasoning in server/toolkit.py.
 ANNOTATIONS: dict[str, tuple[bool, bool | None, bool, bool]] = {
     "create_workflow": (False, False, False, False),
     "import_workflow": (False, False, False, False),

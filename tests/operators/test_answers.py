@@ -10,8 +10,8 @@ from operators.answers import answers_equivalent, majority_index, math_equivalen
 from operators.answers.extract import extract_final_answer
 from operators.answers.voting import answer_classes, final_answer
 from operators.library._answers import answers_agree
+from training.scoring import builtin as builtin_scorers
 from training.scoring import qa_check
-from training.scoring.math_check import check_math
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_equivalence_works_off_the_main_thread() -> None:
 
 def test_the_scorer_uses_the_shared_code() -> None:
     assert qa_check.normalise_answer is normalise_answer
-    assert check_math is math_equivalence.check_math
+    assert builtin_scorers.check_math is math_equivalence.check_math
     assert extract_final_answer("so \\boxed{7}").text == "7"
 
 

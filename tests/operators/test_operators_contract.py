@@ -30,8 +30,6 @@ def _inputs(**extra: object) -> OperatorInput:
     return OperatorInput(problem=PROBLEM, task_type="math", instruction=INSTRUCTION, **extra)
 
 
-CODE = "def total(a, b):\n    return a + b"
-
 CASES: dict[str, Case] = {
     "Plan": Case(_inputs(), "<steps>1. add the lengths\n2. report</steps>"),
     "Decompose": Case(_inputs(), "<subproblems>1. first rope\n2. second rope</subproblems>"),
@@ -51,11 +49,6 @@ CASES: dict[str, Case] = {
     ),
     "Aggregate": Case(_inputs(candidates=["7 m", "seven metres and change"]), "<answer>7 m</answer>"),
     "Format": Case(_inputs(solution="Adding gives 7 metres in total."), "<answer>7</answer>"),
-    "CustomCodeGenerate": Case(
-        OperatorInput(problem="Add two numbers.", task_type="code", entry_point="total", instruction=INSTRUCTION),
-        f"```python\n{CODE}\n```",
-    ),
-    "MdEnsemble": Case(_inputs(candidates=["7", "6"]), "<choice>1</choice>"),
 }
 # Test needs a failing sandbox run before it consults the executor: covered in test_operators_verification.
 # CodeT's one call never re-asks (a reply without a usable test falls back to the public tests), so it is left out
@@ -95,8 +88,7 @@ async def test_good_reply_is_accepted_in_one_call(name: str) -> None:
     assert output.error is None
     assert output.text
     assert isinstance(output, REGISTRY.implementation(name).output_model)
-    expected_calls = 3 if name == "MdEnsemble" else 1  # MdEnsemble judges in 3 rounds by default
-    assert len(backend.requests) == expected_calls
+    assert len(backend.requests) == 1
 
 
 @pytest.mark.parametrize("name", WITH_GOOD_REPLY)
@@ -104,7 +96,7 @@ async def test_bad_reply_is_reasked_with_the_quoted_error(name: str) -> None:
     good = CASES[name].good_reply
     assert good is not None
     backend = ScriptedBackend(["", good], name=f"reask-{name}")
-    output = await REGISTRY.implementation(name)().run(CASES[name].inputs, _runtime(backend, md_ensemble_rounds=1))
+    output = await REGISTRY.implementation(name)().run(CASES[name].inputs, _runtime(backend))
     assert output.ok, output.error
     assert len(backend.requests) == 2
     second = backend.requests[1]
@@ -116,7 +108,7 @@ async def test_bad_reply_is_reasked_with_the_quoted_error(name: str) -> None:
 @pytest.mark.parametrize("name", LLM_OPERATORS)
 async def test_exhausted_reasks_give_an_error_value(name: str) -> None:
     backend = ScriptedBackend(default="", name=f"exhaust-{name}")
-    output = await REGISTRY.implementation(name)().run(CASES[name].inputs, _runtime(backend, md_ensemble_rounds=1))
+    output = await REGISTRY.implementation(name)().run(CASES[name].inputs, _runtime(backend))
     assert not output.ok
     assert output.text == ""
     assert output.error and name in output.error
@@ -126,7 +118,7 @@ async def test_exhausted_reasks_give_an_error_value(name: str) -> None:
 @pytest.mark.parametrize("name", LLM_OPERATORS)
 async def test_zero_reasks_means_a_single_call(name: str) -> None:
     backend = ScriptedBackend(default="", name=f"noreask-{name}")
-    runtime = OperatorRuntime(llm=backend, max_reasks=0, options={"md_ensemble_rounds": 1})
+    runtime = OperatorRuntime(llm=backend, max_reasks=0)
     output = await REGISTRY.implementation(name)().run(CASES[name].inputs, runtime)
     assert not output.ok
     assert len(backend.requests) == 1
@@ -139,7 +131,7 @@ async def test_backend_error_is_an_error_value(name: str) -> None:
     assert not output.ok
     assert output.text == ""
     assert output.error is not None and "HTTP 503 after 3 retries" in output.error
-    assert len(backend.requests) == (3 if name == "MdEnsemble" else 1)  # no re-ask after a backend failure
+    assert len(backend.requests) == 1  # no re-ask after a backend failure
 
 
 @pytest.mark.parametrize("name", ["Review", "Verify", "Revise", "Format"])
@@ -151,7 +143,7 @@ async def test_operators_needing_a_solution_refuse_without_one(name: str) -> Non
     assert backend.requests == []
 
 
-@pytest.mark.parametrize("name", ["ScEnsemble", "Aggregate", "MdEnsemble"])
+@pytest.mark.parametrize("name", ["ScEnsemble", "Aggregate"])
 async def test_ensembles_refuse_without_candidates(name: str) -> None:
     backend = ScriptedBackend(name=f"nocandidates-{name}")
     output = await REGISTRY.implementation(name)().run(

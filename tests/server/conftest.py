@@ -2,19 +2,30 @@
 
 Building an MCPServer costs ~0.2 s (tool schemas), so tests share one server with default settings and start
 each test from an empty workbench and a reset executor. Tests that need other settings build their own
-server with `connect(settings)`.
+server with `connect(settings)`. Tests that call a tool function alone use `kit` (the server's state, on a
+server with no tools) and `tool_context`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.server import MCPServer
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
 
+from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.server.app import FlowSteerServer
+from flowsteer_mcp.server.errors import ToolArguments
+from flowsteer_mcp.server.jobs import JobBoard
+from flowsteer_mcp.server.toolkit import ToolKit
+from flowsteer_mcp.server.workbench import Workbench
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry, default_registry
 from tests.support.scripted_executor import ScriptedExecutor
@@ -76,3 +87,33 @@ def connect(registry: OperatorRegistry) -> Connect:
             yield ToolCaller(client)
 
     return connected
+
+
+@dataclass
+class ProgressSink:
+    """The one part of a session a tool uses: progress notifications, recorded."""
+
+    reports: list[tuple[float, float | None, str | None]] = field(default_factory=list)
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        self.reports.append((progress, total, message))
+
+
+def tool_context(kit: ToolKit, session: ProgressSink) -> Context:
+    """A tool's context with `kit` as the lifespan state, as a request on a server would carry it."""
+    request: ServerRequestContext[Any, Any] = ServerRequestContext(
+        session=session,  # type: ignore[arg-type]
+        lifespan_context=kit,
+        protocol_version="2025-11-25",
+        method="tools/call",
+    )
+    return Context(request_context=request)
+
+
+@pytest.fixture
+def kit(registry: OperatorRegistry) -> ToolKit:
+    settings = ServerSettings()
+    bench = Workbench(MemoryStore(), registry, ScriptedExecutor(), max_workflows=8, ttl_s=60.0)
+    return ToolKit(
+        MCPServer("direct"), bench, JobBoard(max_running=1), settings, ObservationBuilder.default(), ToolArguments()
+    )

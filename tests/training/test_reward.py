@@ -4,14 +4,14 @@ unfinished penalty and the config contract. Expected values are worked out by ha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from flowsteer_mcp.canvas.export import import_dsl
 from flowsteer_mcp.canvas.finish import structural_violations
-from flowsteer_mcp.canvas.kinds import KINDS, STRUCTURES, StructureKindName
+from flowsteer_mcp.canvas.kinds import KINDS, STRUCTURES, structure_kinds
 from flowsteer_mcp.canvas.model import LoopStage, OperatorNode, WorkflowGraph
 from flowsteer_mcp.canvas.options import FINISH_PRESETS, CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.stats import GraphStats, graph_stats
@@ -190,8 +190,10 @@ def canvas_stats(dsl: str) -> dict[str, Any]:
 
 def test_the_structure_kinds_are_the_kinds_whose_contract_says_so() -> None:
     assert not KINDS["operator"].is_structure
-    assert [kind.name for kind in STRUCTURES] == [name for name, kind in KINDS.items() if kind.is_structure]
-    assert set(get_args(StructureKindName)) == {kind.name for kind in STRUCTURES}  # the typed tool's choices
+    names = [kind.name for kind in structure_kinds()]
+    assert names == [name for name, kind in KINDS.items() if kind.is_structure]
+    assert [kind.name for kind in STRUCTURES] == names  # the live view the add_structure tool offers
+    assert set(names) == {"parallel", "conditional", "loop", "fallback"}  # the built-ins; no other is registered
 
 
 def test_every_structure_kind_is_counted_by_stats_gate_and_reward_alike() -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from operators.answers.normalise import NO_ANSWER_PHRASES, normalise_answer
 from training.data import Problem
 from training.scoring import JudgeVerdict, ScoreResult, ScoringConfig, score, score_text
-from training.scoring.qa_check import NO_ANSWER_PHRASES, normalise_answer, token_f1
+from training.scoring.qa_check import token_f1
 
 
 def qa_problem(gold: str) -> Problem:

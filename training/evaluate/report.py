@@ -1,8 +1,9 @@
 """The evaluation report: per (director, dataset) aggregates, the JSON file and one Markdown table per dataset.
 
-Which interval: datasets whose scores are binary by construction (math accuracy, code pass@1) use the Wilson
-interval; QA is scored by token F1, a fraction, so it uses a Student-t interval on the mean. The choice follows
-the problem type, not the observed values, so every director in one table gets the same kind of interval.
+Which interval: problem types whose scorer grades pass/fail (math accuracy, code pass@1; `ScorerSpec.binary`)
+use the Wilson interval; QA is scored by token F1, a fraction, so it uses a Student-t interval on the mean, as
+does any graded plug-in type. The choice follows the problem type, not the observed values, so every director
+in one table gets the same kind of interval.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from training.evaluate.family_breakdown import family_rows, family_tables
 from training.evaluate.paired import PairedComparison, paired_comparisons, pooled_comparisons
 from training.evaluate.results import EvalReport
 from training.evaluate.stats import METHOD_DESCRIPTIONS, Interval, IntervalMethod, score_interval
+from training.scoring.registry import scorers
 
 CONFIDENCE = 0.95
 _SCORE_MEANING: dict[str, str] = {
@@ -53,7 +55,11 @@ class CellSummary(BaseModel):
 
 
 def interval_method(problem_type: str) -> IntervalMethod:
-    return "student_t" if problem_type == "qa" else "wilson"
+    """Wilson where the type's scorer grades pass/fail; Student-t otherwise (QA's F1, a plug-in's partial credit,
+    or a type whose scorer is not installed here: that interval holds for any scores in [0, 1])."""
+    registry = scorers()
+    binary = problem_type in registry and registry.get(problem_type).binary
+    return "wilson" if binary else "student_t"
 
 
 def _mean(values: Sequence[float]) -> float:

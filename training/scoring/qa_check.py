@@ -8,9 +8,9 @@ whole words; collapse runs of whitespace. F1 counts shared tokens as a multiset
 1 when both are empty and 0 otherwise.
 
 Unanswerable (SQuAD 2.0, gold "unanswerable"): the prediction is right (F1 = EM = 1) exactly when it
-normalises to an entry of `NO_ANSWER_PHRASES`, optionally after one of `NO_ANSWER_PREFIXES`; anything else
-scores 0. For an answerable gold, a no-answer prediction is scored by plain F1 (so it gets 0 unless the gold
-itself shares tokens with it).
+normalises to an entry of `NO_ANSWER_PHRASES`, optionally after one of `NO_ANSWER_PREFIXES` (both in
+`operators.answers.normalise`); anything else scores 0. For an answerable gold, a no-answer prediction is
+scored by plain F1 (so it gets 0 unless the gold itself shares tokens with it).
 """
 
 from __future__ import annotations
@@ -18,19 +18,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from operators.answers.normalise import NO_ANSWER_PHRASES, NO_ANSWER_PREFIXES, is_no_answer, normalise_answer
+from operators.answers.normalise import is_no_answer, normalise_answer
 
-__all__ = [
-    "NO_ANSWER_PHRASES",
-    "NO_ANSWER_PREFIXES",
-    "UNANSWERABLE_GOLD",
-    "QAVerdict",
-    "check_qa",
-    "exact_match",
-    "is_no_answer",
-    "normalise_answer",
-    "token_f1",
-]
+__all__ = ["UNANSWERABLE_GOLD", "QAVerdict", "check_qa", "exact_match", "token_f1"]
 
 UNANSWERABLE_GOLD = "unanswerable"
 

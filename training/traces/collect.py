@@ -25,16 +25,14 @@ import structlog
 from mcp import Client
 
 from flowsteer_mcp.api import (
-    ConditionalBlueprint,
-    FallbackBlueprint,
-    LoopBlueprint,
     ObservationBuilder,
-    OperatorBlueprint,
-    ParallelBlueprint,
     StageBlueprint,
     StateView,
     TaskSpec,
+    kind_of,
     slot_prompts,
+    slot_samples,
+    slots,
 )
 from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
 from flowsteer_mcp.director.finalize import add_usage, collect
@@ -47,6 +45,7 @@ from training.errors import TrainingError
 from training.evaluate.tasks import task_for
 from training.reward import RewardConfig, compute_reward
 from training.scoring import score
+from training.scoring.registry import task_type_of
 from training.traces.transcript import TraceEpisode, TraceTurn
 from training.traces.variations import PROMPT_CHOICES, variations
 
@@ -76,26 +75,9 @@ def fill_prompt(task_type: str, operator: str) -> str:
 
 def add_turn(stage: StageBlueprint, *, inline_prompt: bool = False) -> str:
     """The dialect add turn of a stage (prompts follow in prompt turns; branch samples in modify turns). With
-    `inline_prompt` (a canvas without prompt turns) an operator's prompt rides in the add itself."""
-    head = "<action>add</action>"
-    if isinstance(stage, OperatorBlueprint):
-        samples = f"<samples>{stage.samples}</samples>" if stage.samples > 1 else ""
-        if stage.until:
-            samples += f"<until>{stage.until}</until>"
-        prompt = f"<prompt>{stage.prompt}</prompt>" if inline_prompt and stage.prompt else ""
-        return f"{head}<operator>{stage.operator}</operator>{samples}{prompt}"
-    if isinstance(stage, ConditionalBlueprint):
-        on_pass = stage.on_pass or "done"
-        return (
-            f"{head}<structure>conditional</structure><condition>{stage.check}</condition>"
-            f"<true>{stage.on_fail}</true><false>{on_pass}</false>"
-        )
-    if isinstance(stage, ParallelBlueprint | FallbackBlueprint):
-        return f"{head}<structure>{stage.kind}</structure><operators>{', '.join(stage.operators)}</operators>"
-    if isinstance(stage, LoopBlueprint):
-        operators = ", ".join(stage.operators)
-        return f"{head}<structure>loop</structure><operators>{operators}</operators><count>{stage.count}</count>"
-    raise ValueError(f"no dialect turn for a {type(stage).__name__}")
+    `inline_prompt` (a canvas without prompt turns) an operator's prompt rides in the add itself. The stage's
+    kind writes its own tags, so a kind registered later is scripted too."""
+    return "<action>add</action>" + kind_of(stage).to_tags(stage, inline_prompt=inline_prompt)
 
 
 class _ScriptOver(TrainingError):
@@ -163,17 +145,18 @@ class _Episode:
         self.prompts = slot_prompts(stage)
         inline = not self.director.canvas_options.get("prompt_turns", True)
         await self._send(add_turn(stage, inline_prompt=inline))
-        if isinstance(stage, ParallelBlueprint) and stage.samples:
-            stage_id = [node.id for node in self.state.nodes if node.parent is None][-1]
-            for branch, draws in enumerate(stage.samples):
-                if draws > 1:
-                    operator, prompt = stage.operators[branch], slot_prompts(stage)[branch]
-                    prompt_tag = f"<prompt>{prompt}</prompt>" if prompt else ""
-                    self.prompts = [prompt]
-                    await self._send(
-                        f"<action>modify</action><target>{stage_id}_p{branch}</target><operator>{operator}</operator>"
-                        f"<samples>{draws}</samples>{prompt_tag}"
-                    )
+        if not kind_of(stage).child_samples:
+            return  # an operator stage's draws ride in its add; other kinds' children draw once
+        # A structure's add carries no draws: each child drawn more than once gets a modify turn.
+        stage_id = [node.id for node in self.state.nodes if node.parent is None][-1]
+        for slot, prompt, draws in zip(slots(stage), slot_prompts(stage), slot_samples(stage), strict=True):
+            if draws > 1:
+                prompt_tag = f"<prompt>{prompt}</prompt>" if prompt else ""
+                self.prompts = [prompt]
+                await self._send(
+                    f"<action>modify</action><target>{stage_id}{slot.suffix}</target>"
+                    f"<operator>{slot.operator}</operator><samples>{draws}</samples>{prompt_tag}"
+                )
 
     async def _send(self, text: str) -> None:
         """One turn; then every prompt turn the canvas asks for. Raises `_ScriptOver` when the script must stop."""
@@ -339,7 +322,7 @@ def trace_episode(
     return TraceEpisode(
         problem_id=problem.id,
         source=problem.source,
-        task_type=problem.problem_type,
+        task_type=task_type_of(problem.problem_type),
         workflow=workflow.name,
         base_workflow=base,
         variation=int(number or 0),
@@ -423,7 +406,7 @@ async def collect_traces(
     jobs = [
         (problem, workflow)
         for problem in interleave_sources(problems)
-        for workflow in plan_workflows(problem.problem_type, workflows, variation_count, seed)
+        for workflow in plan_workflows(task_type_of(problem.problem_type), workflows, variation_count, seed)
         if (problem.id, workflow.name) not in finished
     ]
     results: list[TraceEpisode] = []

@@ -20,14 +20,16 @@ from flowsteer_mcp.api import (
     CanvasRules,
     ConditionalBlueprint,
     OperatorBlueprint,
-    ParallelBlueprint,
     StageBlueprint,
     WorkflowGraph,
     apply_edit,
+    kind_of,
     slot_prompts,
+    slot_samples,
     slots,
     with_operators,
     with_prompts,
+    with_samples,
 )
 from flowsteer_mcp.director.library import LibraryWorkflow
 from operators.registry import default_registry
@@ -137,7 +139,8 @@ def swap_operator(stages: Stages, task_type: str, rng: random.Random) -> tuple[S
 
 
 def change_samples(stages: Stages, task_type: str, rng: random.Random) -> tuple[Stages, str] | None:
-    """Another number of draws for an operator stage or a parallel branch."""
+    """Another number of draws for an operator stage or a child of a kind whose children sample (a parallel
+    branch)."""
     del task_type
     i = rng.randrange(len(stages))
     stage = stages[i]
@@ -147,13 +150,13 @@ def change_samples(stages: Stages, task_type: str, rng: random.Random) -> tuple[
         # one draw leaves nothing for a stopping rule to stop
         changed[i] = stage.model_copy(update={"samples": value, "until": stage.until if value > 1 else None})
         return changed, f"stage {i + 1}: {stage.operator} samples {stage.samples} -> {value}"
-    if isinstance(stage, ParallelBlueprint):
-        draws = list(stage.samples or [1] * len(stage.operators))
+    if kind_of(stage).child_samples:
+        draws = slot_samples(stage)
         branch = rng.randrange(len(draws))
-        if draws[branch] == value or stage.operators[branch] not in SAMPLED:
+        if draws[branch] == value or slots(stage)[branch].operator not in SAMPLED:
             return None
         old, draws[branch] = draws[branch], value
-        changed[i] = stage.model_copy(update={"samples": draws})
+        changed[i] = with_samples(stage, draws)
         return changed, f"stage {i + 1} branch {branch + 1}: samples {old} -> {value}"
     return None
 
@@ -184,7 +187,7 @@ def change_structure(stages: Stages, task_type: str, rng: random.Random) -> tupl
             operator="Plan", prompt=rng.choice(PROMPT_CHOICES.get(task_type, {}).get("Plan", (_PLAN,)))
         )
         return [plan, *stages], "added a Plan stage first"
-    if choice == "repair" and task_type in REPAIR and not any(isinstance(s, ConditionalBlueprint) for s in stages):
+    if choice == "repair" and task_type in REPAIR and not any(s.kind == REPAIR[task_type].kind for s in stages):
         return [*stages, REPAIR[task_type]], "added a check-and-repair stage"
     formats = PROMPT_CHOICES.get(task_type, {}).get("Format")
     if (

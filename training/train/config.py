@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializeAsAny,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from flowsteer_mcp.api import WorkflowOptionsInput
-from operators.backends.config import (
-    EngineConfig,
-    LocalModelConfig,
-    OpenAIModelConfig,
-    SamplingConfig,
-    ScriptedModelConfig,
-)
+from operators.backends.config import BackendModelConfig, EngineConfig, ModelConfig, SamplingConfig
 from training.advantages import AdvantageScale
 from training.errors import TrainingError
 from training.loss import Normalisation
@@ -139,8 +143,20 @@ class PolicyServerExecutor(_Strict):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
 
+_MODEL_ENTRY: TypeAdapter[BackendModelConfig] = TypeAdapter(ModelConfig)
+
+
+def _executor_settings(value: object) -> PolicyServerExecutor | BackendModelConfig:
+    """`policy-server`, else a model entry of any registered backend (a plug-in's included)."""
+    if isinstance(value, PolicyServerExecutor | BackendModelConfig):
+        return value
+    if isinstance(value, Mapping) and value.get("backend") == "policy-server":
+        return PolicyServerExecutor.model_validate(value)
+    return _MODEL_ENTRY.validate_python(value)
+
+
 ExecutorSettings = Annotated[
-    PolicyServerExecutor | OpenAIModelConfig | LocalModelConfig | ScriptedModelConfig, Field(discriminator="backend")
+    PolicyServerExecutor | SerializeAsAny[BackendModelConfig], PlainValidator(_executor_settings)
 ]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CODE_GENERATORS = frozenset({"Programmer", "CustomCodeGenerate"})  # operators whose candidates are programs
+CODE_GENERATORS = frozenset({"Programmer"})  # operators whose candidates are programs
 REVISERS = frozenset({"Revise", "Review"})
 LONG_WORKFLOW = 4  # operators; every library workflow but two classics fits, the longest has 7
 

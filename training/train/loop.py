@@ -39,7 +39,7 @@ from pydantic import BaseModel
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.policy import PolicyDirector
 from training.data import Problem, load_inputs
-from training.episodes import MakeClient
+from training.episodes import MakeClient, ScoreFn
 from training.errors import TrainingError
 from training.rollout import (
     EpisodeSample,
@@ -51,6 +51,7 @@ from training.rollout import (
     remote_clients,
 )
 from training.rollout.samples import TurnSample
+from training.scoring import score
 from training.traces.contested import keep_contested
 from training.train.checkpoint import (
     CheckpointError,
@@ -223,8 +224,14 @@ class Learner:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, *, resume: bool = False, topology: Topology = SINGLE) -> None:
+    """Runs a CWRPO training run. `score_fn` grades every rollout's answer (default: the shared scorer); a host
+    that grades differently (its own problem types, a stricter check) passes its own."""
+
+    def __init__(
+        self, config: TrainConfig, *, resume: bool = False, topology: Topology = SINGLE, score_fn: ScoreFn = score
+    ) -> None:
         self.config = config
+        self.score_fn = score_fn
         self.resume = resume
         self.topology = topology
         self.out_dir = Path(config.run.out_dir)
@@ -432,6 +439,7 @@ class Trainer:
             concurrency=config.rollout.concurrency,
             timeout_s=config.rollout.timeout_s,
             reward_config=config.reward,
+            score_fn=self.score_fn,
             grouping=config.rollout.grouping,
             mode=config.rollout.mode,
             advantage_scale=config.rollout.advantage_scale,

@@ -1,53 +1,59 @@
-"""Stage kinds and their registration: the only place that lists them.
+"""Stage kinds: the contract (`base.py`), the registry (`registry.py`) and the five built-in kinds.
 
-Adding a kind: write its module here (a `StageKind` subclass with its `is_structure`, its stage and blueprint
-models), add it to `Stage`, `StageBlueprint`, `StageKindName` (and `StructureKindName` for a structure) and
-`KINDS` below, and give the engine its executor in `flowsteer_mcp/engine/kinds/` (registered in that package's
-`EXECUTORS`).
+Adding a kind: write a `StageKind` subclass (its stage model derives from `StageModel`, its blueprint from
+`KindBlueprint`, each with `kind: Literal["<name>"] = "<name>"`), call `register_kind(...)` with an instance,
+and give the engine its executor (`flowsteer_mcp.engine.kinds.register_executor`). Nothing else changes: every
+module reads the registry when it runs (docs/design/canvas.md, "Adding a kind").
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from flowsteer_mcp.canvas.kinds.base import AnyKind
+from flowsteer_mcp.canvas.kinds.base import AnyKind, KindBlueprint, StageKind
 from flowsteer_mcp.canvas.kinds.conditional import CONDITIONAL, ConditionalBlueprint, ConditionalStage
+from flowsteer_mcp.canvas.kinds.dispatch import Stage, StageBlueprint
+from flowsteer_mcp.canvas.kinds.drawing import Drawing
 from flowsteer_mcp.canvas.kinds.fallback import FALLBACK, FallbackBlueprint, FallbackStage
 from flowsteer_mcp.canvas.kinds.loop import LOOP, LoopBlueprint, LoopStage
-from flowsteer_mcp.canvas.kinds.node import OperatorNode
+from flowsteer_mcp.canvas.kinds.node import OperatorNode, StageModel
 from flowsteer_mcp.canvas.kinds.operator import OPERATOR, OperatorBlueprint
 from flowsteer_mcp.canvas.kinds.parallel import PARALLEL, ParallelBlueprint, ParallelStage
+from flowsteer_mcp.canvas.kinds.registry import (
+    KINDS,
+    REGISTRY,
+    STRUCTURES,
+    KindRegistrationError,
+    UnknownKindError,
+    get_kind,
+    kinds,
+    register_kind,
+    registered_kind,
+    registry_version,
+    structure_kinds,
+    unregister_kind,
+)
 
-Stage = Annotated[
-    OperatorNode | ParallelStage | ConditionalStage | LoopStage | FallbackStage, Field(discriminator="kind")
-]
-StageBlueprint = Annotated[
-    OperatorBlueprint | ParallelBlueprint | ConditionalBlueprint | LoopBlueprint | FallbackBlueprint,
-    Field(discriminator="kind"),
-]
-StageKindName = Literal["operator", "parallel", "conditional", "loop", "fallback"]
-StructureKindName = Literal["parallel", "conditional", "loop", "fallback"]  # the kinds with `is_structure`
-
-KINDS: dict[str, AnyKind] = {kind.name: kind for kind in (OPERATOR, PARALLEL, CONDITIONAL, LOOP, FALLBACK)}
-# The control structures, in registration order: what graph statistics list, the finish gate requires and the
-# reward scores, all decided by each kind's `is_structure`.
-STRUCTURES: tuple[AnyKind, ...] = tuple(kind for kind in KINDS.values() if kind.is_structure)
+for _builtin in (OPERATOR, PARALLEL, CONDITIONAL, LOOP, FALLBACK):
+    REGISTRY.register(_builtin, builtin=True)
 
 
 def kind_of(item: Any) -> AnyKind:
     """The kind of a stage or a blueprint (both carry their kind's name in `kind`)."""
-    return KINDS[item.kind]
+    return REGISTRY.get(item.kind)
 
 
 __all__ = [
     "KINDS",
     "STRUCTURES",
+    "AnyKind",
     "ConditionalBlueprint",
     "ConditionalStage",
+    "Drawing",
     "FallbackBlueprint",
     "FallbackStage",
+    "KindBlueprint",
+    "KindRegistrationError",
     "LoopBlueprint",
     "LoopStage",
     "OperatorBlueprint",
@@ -56,7 +62,15 @@ __all__ = [
     "ParallelStage",
     "Stage",
     "StageBlueprint",
-    "StageKindName",
-    "StructureKindName",
+    "StageKind",
+    "StageModel",
+    "UnknownKindError",
+    "get_kind",
     "kind_of",
+    "kinds",
+    "register_kind",
+    "registered_kind",
+    "registry_version",
+    "structure_kinds",
+    "unregister_kind",
 ]

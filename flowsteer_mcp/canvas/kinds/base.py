@@ -2,9 +2,11 @@
 
 Why: a kind (operator, parallel, conditional, loop, fallback) used to be spread over isinstance chains in a
 dozen modules. A `StageKind` owns its blueprint <-> stage conversion, validation, node-id suffixes, DSL and
-Mermaid forms, dialect tags, typed-tool arguments and call budget; the generic modules (blueprint, validate,
-dsl, export, dialect, actions, the server's tools) only look a kind up by name. Execution stays in the engine
-(`flowsteer_mcp/engine/kinds/`, keyed by the same name), so the canvas never imports the engine.
+Mermaid forms, dialect tags (read and written) and their help line in the director's prompt, its drawing,
+typed-tool arguments, call budget and reward bonus; the generic modules (blueprint, validate, dsl, export,
+dialect, actions, stats, the viewer, the server's tools, the reward) only look a kind up by name in the
+registry (`canvas/kinds/registry.py`). Execution stays in the engine (`flowsteer_mcp/engine/kinds/`, keyed by
+the same name), so the canvas never imports the engine.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from flowsteer_mcp.canvas.kinds.drawing import Drawing
 from flowsteer_mcp.canvas.kinds.node import OperatorNode
 from flowsteer_mcp.errors import FlowSteerError
 
@@ -35,9 +38,12 @@ class Slot(BaseModel):
 
 
 class KindBlueprint(BaseModel):
-    """Base of every blueprint: a stage as requested, before it gets node ids."""
+    """Base of every blueprint: a stage as requested, before it gets node ids. Each kind narrows `kind` to
+    `Literal["<name>"] = "<name>"`, the name validation dispatches on."""
 
     model_config = ConfigDict(extra="forbid")
+
+    kind: str
 
 
 class DSLSyntaxError(FlowSteerError, ValueError):
@@ -123,6 +129,12 @@ class StageKind(ABC, Generic[StageT, BlueprintT]):
     child_samples: ClassVar[bool] = False  # whether its children may draw more than once
     offers_candidates: ClassVar[bool] = False  # whether its outputs are candidates for the next stage
     id_aliases: ClassVar[dict[str, str]] = {}  # child-id suffix aliases accepted from policies
+    # How to write an add of this kind in the dialect: its line(s) of the director's system prompt
+    # (`$stage_actions` in `canvas/templates/director_system.txt`), without a trailing newline.
+    dialect_help: ClassVar[str]
+    # The bonus the reward's `milestones` schedule gives a workflow using this kind, unless the config sets its
+    # own (`reward.milestones.kinds`). None: no per-kind term (a structure still counts towards multi-structure).
+    milestone_bonus: ClassVar[float | None] = None
 
     # --- blueprint <-> stage ---
     @abstractmethod
@@ -141,6 +153,11 @@ class StageKind(ABC, Generic[StageT, BlueprintT]):
 
     def with_prompts(self, blueprint: BlueprintT, prompts: list[str | None]) -> BlueprintT:
         return blueprint.model_copy(update={"prompts": list(prompts)})
+
+    def with_samples(self, blueprint: BlueprintT, samples: list[int]) -> BlueprintT:
+        """The blueprint with these draws per slot; only a kind whose children sample (`child_samples`) takes
+        any, so the default refuses."""
+        raise NotImplementedError(f"{self.name} stages do not take samples per slot")
 
     @abstractmethod
     def with_operators(self, blueprint: BlueprintT, names: list[str]) -> BlueprintT: ...
@@ -192,6 +209,16 @@ class StageKind(ABC, Generic[StageT, BlueprintT]):
     def from_tags(self, tags: TagReader) -> BlueprintT:
         """The blueprint of `<structure>name</structure>` and the kind's other tags."""
         raise NotImplementedError
+
+    @abstractmethod
+    def to_tags(self, blueprint: BlueprintT, *, inline_prompt: bool = False) -> str:
+        """The dialect tags that add `blueprint` (what follows `<action>add</action>`), the inverse of `from_tags`:
+        scripted directors write their turns with it. Prompts follow in prompt turns; `inline_prompt` lets a kind
+        that can carry one in the add (an operator) do so."""
+
+    @abstractmethod
+    def drawing(self, stage: StageT) -> Drawing:
+        """How the viewer draws the stage (a generic layout, its nodes and caption)."""
 
     def from_tool(self, args: StructureArgs) -> BlueprintT:
         """The blueprint of an `add_structure` call (raise StructureArgsError when the arguments do not fit)."""

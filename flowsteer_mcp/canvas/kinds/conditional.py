@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds.base import (
@@ -20,13 +20,14 @@ from flowsteer_mcp.canvas.kinds.base import (
     StructureArgsError,
     TagReader,
 )
-from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode
+from flowsteer_mcp.canvas.kinds.drawing import CHECK, Drawing
+from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode, StageModel
 
 if TYPE_CHECKING:
     from flowsteer_mcp.canvas.validate import CanvasRules
 
 
-class ConditionalStage(BaseModel):
+class ConditionalStage(StageModel):
     """`check ? on_fail : on_pass`: run the checker; if its check FAILS run on_fail, else on_pass (or nothing)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -52,6 +53,13 @@ class ConditionalKind(StageKind[ConditionalStage, ConditionalBlueprint]):
     stage_type = ConditionalStage
     blueprint_type = ConditionalBlueprint
     summary = "`condition ? on_fail : on_pass|done`: run the checker, then on_fail when its check fails"
+    dialect_help = (
+        "- Add a conditional stage `C ? F : P`. The canvas runs the checker C; if the check FAILS it runs F, "
+        "otherwise\n  it runs P, or nothing when P is `done`. In tags, <true> names F (run on failure) and <false> "
+        "names P:\n  <action>add</action><structure>conditional</structure><condition>C</condition><true>F</true>"
+        "<false>P or done</false>"
+    )
+    milestone_bonus = 0.15
     dsl_infix = "?"
     dsl_tokens = ("?", ":")
     # The released FlowSteer-8b policy saw the reference's conditional child ids; accept them as aliases.
@@ -147,6 +155,17 @@ class ConditionalKind(StageKind[ConditionalStage, ConditionalBlueprint]):
         false_raw = tags.get("false")
         on_pass = None if not false_raw or false_raw.lower() == "done" else tags.operator(false_raw)
         return ConditionalBlueprint(check=check, on_fail=on_fail, on_pass=on_pass)
+
+    def to_tags(self, blueprint: ConditionalBlueprint, *, inline_prompt: bool = False) -> str:
+        return (
+            f"<structure>{self.name}</structure><condition>{blueprint.check}</condition>"
+            f"<true>{blueprint.on_fail}</true><false>{blueprint.on_pass or 'done'}</false>"
+        )
+
+    def drawing(self, stage: ConditionalStage) -> Drawing:
+        nodes = (stage.check, stage.on_fail) + ((stage.on_pass,) if stage.on_pass else ())
+        straight = "if check passes" if stage.on_pass else "pass → continue"
+        return Drawing(CHECK, nodes, caption=self.name, labels=(straight, "if check fails"))
 
     def from_tool(self, args: StructureArgs) -> ConditionalBlueprint:
         if not args.condition or not args.on_fail:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds.base import (
@@ -20,13 +20,14 @@ from flowsteer_mcp.canvas.kinds.base import (
     StructureArgs,
     TagReader,
 )
-from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode
+from flowsteer_mcp.canvas.kinds.drawing import CHECK, Drawing
+from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode, StageModel
 
 if TYPE_CHECKING:
     from flowsteer_mcp.canvas.validate import CanvasRules
 
 
-class FallbackStage(BaseModel):
+class FallbackStage(StageModel):
     """`attempt ?? fallback`: the fallback runs only when the attempt failed or gave a blank output."""
 
     model_config = ConfigDict(extra="forbid")
@@ -57,6 +58,10 @@ class FallbackKind(StageKind[FallbackStage, FallbackBlueprint]):
     stage_type = FallbackStage
     blueprint_type = FallbackBlueprint
     summary = "`A ?? B`: run A; run B only when A failed or produced no answer (operators: [A, B])"
+    dialect_help = (
+        "- Add a fallback `A ?? B` (runs A; runs B only when A failed or produced no answer, otherwise B is "
+        "skipped):\n  <action>add</action><structure>fallback</structure><operators>A, B</operators>"
+    )
     dsl_infix = "??"
     dsl_tokens = ("??",)
 
@@ -110,6 +115,12 @@ class FallbackKind(StageKind[FallbackStage, FallbackBlueprint]):
         return FallbackBlueprint(
             operators=tags.operators("operators", "a fallback lists the attempt, then the operator run if it fails")
         )
+
+    def to_tags(self, blueprint: FallbackBlueprint, *, inline_prompt: bool = False) -> str:
+        return f"<structure>{self.name}</structure><operators>{', '.join(blueprint.operators)}</operators>"
+
+    def drawing(self, stage: FallbackStage) -> Drawing:
+        return Drawing(CHECK, (stage.attempt, stage.fallback), caption=self.name, labels=("A answered", "if A fails"))
 
     def from_tool(self, args: StructureArgs) -> FallbackBlueprint:
         operators = args.operator_list(self.name)

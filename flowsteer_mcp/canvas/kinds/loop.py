@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds.base import (
@@ -19,7 +19,8 @@ from flowsteer_mcp.canvas.kinds.base import (
     StructureArgsError,
     TagReader,
 )
-from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode
+from flowsteer_mcp.canvas.kinds.drawing import REPEAT, Drawing
+from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode, StageModel
 from flowsteer_mcp.canvas.numbers import MAX_NUMBER, show_int
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ DEFAULT_LOOP_COUNT = 3  # iterations of a dialect loop written without <count>
 _ARROW = " -> "
 
 
-class LoopStage(BaseModel):
+class LoopStage(StageModel):
     """The body runs up to `count` times; it stops early after an iteration whose checker passed."""
 
     model_config = ConfigDict(extra="forbid")
@@ -53,6 +54,11 @@ class LoopKind(StageKind[LoopStage, LoopBlueprint]):
     stage_type = LoopStage
     blueprint_type = LoopBlueprint
     summary = "the body runs up to `count` times and stops early once a checker in it passes"
+    dialect_help = (
+        "- Add a loop (the body runs up to n times and stops early once a checker in it passes):\n"
+        "  <action>add</action><structure>loop</structure><operators>A, B</operators><count>n</count>"
+    )
+    milestone_bonus = 0.1
     dsl_opener = "("
     dsl_tokens = ("(", ")", "*")
 
@@ -127,6 +133,14 @@ class LoopKind(StageKind[LoopStage, LoopBlueprint]):
         ops = tags.operators("operators", "a loop lists its body operators")
         count = tags.integer("count")
         return LoopBlueprint(operators=ops, count=DEFAULT_LOOP_COUNT if count is None else count)
+
+    def to_tags(self, blueprint: LoopBlueprint, *, inline_prompt: bool = False) -> str:
+        operators = ", ".join(blueprint.operators)
+        return f"<structure>{self.name}</structure><operators>{operators}</operators><count>{blueprint.count}</count>"
+
+    def drawing(self, stage: LoopStage) -> Drawing:
+        note = f"× {stage.count} · stops early once a check passes"
+        return Drawing(REPEAT, tuple(stage.body), caption=self.name, note=note)
 
     def from_tool(self, args: StructureArgs) -> LoopBlueprint:
         operators = args.operator_list(self.name)

@@ -16,9 +16,17 @@ MAX_SAMPLES = 16  # draws per node: bounds the cost of one node to 16 operator c
 NodeId = Annotated[str, Field(min_length=1, max_length=MAX_NODE_ID_CHARS)]
 
 
-class OperatorNode(BaseModel):
+class StageModel(BaseModel):
+    """Base of every stage model: `kind` names its registered kind (what validation dispatches on) and `id` is
+    the stage's node id. Each kind narrows `kind` to `Literal["<name>"] = "<name>"`."""
+
     model_config = ConfigDict(extra="forbid")
 
+    kind: str
+    id: NodeId
+
+
+class OperatorNode(StageModel):
     kind: Literal["operator"] = "operator"
     id: NodeId
     operator: str

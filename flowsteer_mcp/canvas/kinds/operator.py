@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from flowsteer_mcp.canvas.kinds.base import Box, KindBlueprint, MermaidPart, Slot, StageKind
+from flowsteer_mcp.canvas.kinds.drawing import SINGLE, Drawing
 from flowsteer_mcp.canvas.kinds.node import OperatorNode
 from operators.stopping import StopRuleName
 
@@ -33,6 +34,11 @@ class OperatorKind(StageKind[OperatorNode, OperatorBlueprint]):
     stage_type = OperatorNode
     blueprint_type = OperatorBlueprint
     summary = "one operator"
+    dialect_help = (
+        "- Add an operator (appended, or inserted at a 0-based stage position):\n"
+        "  <action>add</action><operator>NAME</operator>[<position>k</position>][<prompt>instruction</prompt>]"
+        "[<samples>k</samples>]"
+    )
 
     def slots(self, blueprint: OperatorBlueprint) -> list[Slot]:
         return [Slot(suffix="", role="operator", operator=blueprint.operator)]
@@ -76,6 +82,16 @@ class OperatorKind(StageKind[OperatorNode, OperatorBlueprint]):
 
     def mermaid(self, stage: OperatorNode, box: Box) -> MermaidPart:
         return MermaidPart(lines=[box(stage)], entry=[stage.id], exits=[stage.id])
+
+    def to_tags(self, blueprint: OperatorBlueprint, *, inline_prompt: bool = False) -> str:
+        samples = f"<samples>{blueprint.samples}</samples>" if blueprint.samples > 1 else ""
+        if blueprint.until:
+            samples += f"<until>{blueprint.until}</until>"
+        prompt = f"<prompt>{blueprint.prompt}</prompt>" if inline_prompt and blueprint.prompt else ""
+        return f"<operator>{blueprint.operator}</operator>{samples}{prompt}"
+
+    def drawing(self, stage: OperatorNode) -> Drawing:
+        return Drawing(SINGLE, (stage,))
 
 
 OPERATOR = OperatorKind()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds.base import (
@@ -18,14 +18,15 @@ from flowsteer_mcp.canvas.kinds.base import (
     StructureArgs,
     TagReader,
 )
-from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode
+from flowsteer_mcp.canvas.kinds.drawing import BRANCHES, Drawing
+from flowsteer_mcp.canvas.kinds.node import NodeId, OperatorNode, StageModel
 from flowsteer_mcp.canvas.kinds.operator import render_drawn
 
 if TYPE_CHECKING:
     from flowsteer_mcp.canvas.validate import CanvasRules
 
 
-class ParallelStage(BaseModel):
+class ParallelStage(StageModel):
     """Branches run concurrently on the same input; the stage yields their outputs as candidates."""
 
     model_config = ConfigDict(extra="forbid")
@@ -48,6 +49,11 @@ class ParallelKind(StageKind[ParallelStage, ParallelBlueprint]):
     stage_type = ParallelStage
     blueprint_type = ParallelBlueprint
     summary = "2 or more branches run on the same input; follow it with an ensemble (ScEnsemble, Aggregate)"
+    dialect_help = (
+        "- Add a parallel stage (2 or more branches run on the same input; follow it with ScEnsemble or Aggregate):\n"
+        "  <action>add</action><structure>parallel</structure><operators>A, B</operators>"
+    )
+    milestone_bonus = 0.2
     dsl_opener = "["
     dsl_tokens = ("[", "]", ",", "{", "}")
     child_samples = True
@@ -62,6 +68,9 @@ class ParallelKind(StageKind[ParallelStage, ParallelBlueprint]):
     def slot_samples(self, blueprint: ParallelBlueprint) -> list[int]:
         count = len(blueprint.operators)
         return (list(blueprint.samples or []) + [1] * count)[:count]
+
+    def with_samples(self, blueprint: ParallelBlueprint, samples: list[int]) -> ParallelBlueprint:
+        return blueprint.model_copy(update={"samples": list(samples)})
 
     def with_operators(self, blueprint: ParallelBlueprint, names: list[str]) -> ParallelBlueprint:
         return blueprint.model_copy(update={"operators": list(names)})
@@ -136,6 +145,12 @@ class ParallelKind(StageKind[ParallelStage, ParallelBlueprint]):
 
     def from_tags(self, tags: TagReader) -> ParallelBlueprint:
         return ParallelBlueprint(operators=tags.operators("operators", "a parallel structure lists its branches"))
+
+    def to_tags(self, blueprint: ParallelBlueprint, *, inline_prompt: bool = False) -> str:
+        return f"<structure>{self.name}</structure><operators>{', '.join(blueprint.operators)}</operators>"
+
+    def drawing(self, stage: ParallelStage) -> Drawing:
+        return Drawing(BRANCHES, tuple(stage.branches), caption=self.name)
 
     def from_tool(self, args: StructureArgs) -> ParallelBlueprint:
         operators = args.operator_list(self.name)
