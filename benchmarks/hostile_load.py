@@ -222,8 +222,8 @@ class ServerErrors(logging.Handler):
         )
 
 
-class EchoExecutor:
-    """A fast executor double: the answer is the DSL, with one progress event per operator node."""
+class EchoRunner:
+    """A fast runner double: the answer is the DSL, with one progress event per operator node."""
 
     async def run(
         self, graph: WorkflowGraph, task: TaskSpec, *, progress: ProgressCallback | None = None
@@ -1102,7 +1102,7 @@ async def fuzz(args: argparse.Namespace, findings: Findings, errors: ServerError
             database = Path(tmp) / "fuzz.sqlite" if label == "sqlite" else None
             store = SQLiteStore(database) if database else MemoryStore()
             app = build_server(
-                ServerSettings(max_workflows=MAX_WORKFLOWS), registry=registry, executor=EchoExecutor(), store=store
+                ServerSettings(max_workflows=MAX_WORKFLOWS), registry=registry, runner=EchoRunner(), store=store
             )
             try:
                 async with Client(app.mcp) as client:
@@ -1199,7 +1199,7 @@ async def retained_per_workflow(tool: str, count: int, arguments: Callable[[int]
     app = build_server(
         ServerSettings(max_workflows=count + 2),
         registry=default_registry(),
-        executor=EchoExecutor(),
+        runner=EchoRunner(),
         store=MemoryStore(),
     )
     try:
@@ -1229,7 +1229,7 @@ async def stored_per_workflow(count: int, arguments: Callable[[int], dict[str, A
         app = build_server(
             ServerSettings(max_workflows=count),
             registry=default_registry(),
-            executor=EchoExecutor(),
+            runner=EchoRunner(),
             store=SQLiteStore(database),
         )
         try:

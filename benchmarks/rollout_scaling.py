@@ -48,7 +48,7 @@ import httpx2
 import structlog
 from _guard import BenchmarkReport
 from openai import AsyncOpenAI
-from rollout_throughput import HoldingExecutor, LatencyPolicyStub, trajectory_failures
+from rollout_throughput import HoldingRunner, LatencyPolicyStub, trajectory_failures
 
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.policy import PolicyDirector
@@ -282,7 +282,7 @@ async def timed_batch(
 ) -> Measured:
     """`collect_groups` over `problems` through `pool`, as the trainer calls it, timed; failures are recorded."""
     registry = default_registry()
-    server = build_server(registry=registry, executor=HoldingExecutor(args.executor_hold))
+    server = build_server(registry=registry, runner=HoldingRunner(args.executor_hold))
     started, cpu = time.monotonic(), time.process_time()
     try:
         batch = await collect_groups(
@@ -433,7 +433,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--episodes-per-replica", type=int, help=f"default {FULL['episodes_per_replica']}")
     parser.add_argument("--concurrency-per-replica", type=int, help="default: 2 x capacity")
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--executor-hold", type=float, default=0.0, help="time per workflow run (s)")
+    parser.add_argument("--executor-hold", type=float, default=0.0, help="simulated executor time per workflow run (s)")
     parser.add_argument("--overhead-concurrency", type=int, help=f"default {FULL['overhead_concurrency']}")
     parser.add_argument("--overhead-episodes", type=int, help=f"default {FULL['overhead_episodes']}")
     parser.add_argument("--die-after", type=int, help="each replica dies after this many chat calls (a failed run)")

@@ -121,8 +121,8 @@ class LatencyPolicyStub:
         return "<action>finish</action>"
 
 
-class HoldingExecutor:
-    """Benchmark executor: every workflow run takes `hold_s` and answers "42" (no LLM)."""
+class HoldingRunner:
+    """Benchmark runner: every workflow run takes `hold_s` and answers "42" (no LLM)."""
 
     def __init__(self, hold_s: float) -> None:
         self.hold_s = hold_s
@@ -226,7 +226,7 @@ async def run_schedules(args: argparse.Namespace) -> BenchmarkReport:
             max_retries=0,
             http_client=httpx2.AsyncClient(transport=stub.transport()),
         )
-        server = build_server(registry=registry, executor=HoldingExecutor(args.executor_hold))
+        server = build_server(registry=registry, runner=HoldingRunner(args.executor_hold))
         make_client = in_process_clients(server.mcp)
         seeds = itertools.count()
         common: dict[str, Any] = {
@@ -282,7 +282,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="typical policy call latency (s)")
     parser.add_argument("--tail-latency", type=float, default=1.0, help="latency of the slow calls (s)")
     parser.add_argument("--tail-share", type=float, default=0.1, help="share of slow calls")
-    parser.add_argument("--executor-hold", type=float, default=0.02, help="time per workflow run (s)")
+    parser.add_argument(
+        "--executor-hold", type=float, default=0.02, help="simulated executor time per workflow run (s)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--trajectory-timeout", type=float, default=300.0, help="time limit of one trajectory (s); one over it fails"

@@ -11,7 +11,7 @@ and nobody could tell which names were promises. `tests/test_layering.py` keeps 
   the stage blueprints and their slot helpers, `STRUCTURES` (the structure kinds, a live view).
 - Stage kinds: `kind_of` (a stage's or blueprint's kind: its dialect tags, drawing, ...), `structure_kinds()`
   and `kinds()` (the registered kinds, read when called), `register_kind` / `unregister_kind` /
-  `registered_kind` (add a kind at run time; its executor: `flowsteer_mcp.engine.kinds.register_executor`).
+  `registered_kind` (add a kind at run time; its stage runner: `flowsteer_mcp.engine.kinds.register_stage_runner`).
 - A server in this process: `in_process_server` (`FlowSteerServer`); serving checks: `check_bind`,
   `UnsafeBindError`, `token_problem`.
 """

@@ -244,8 +244,8 @@ def mcp_main(argv: list[str] | None = None, serve_director: DirectorServing | No
     `--serve-director`, which `flowsteer-mcp` alone cannot (the model servers live in the training layer)."""
     from pydantic import ValidationError
 
-    from flowsteer_mcp.canvas.execution import NoExecutor
-    from flowsteer_mcp.executor import build_executor
+    from flowsteer_mcp.canvas.execution import NoRunner
+    from flowsteer_mcp.runner_choice import build_runner
     from flowsteer_mcp.server import ServerSettings, build_server
     from flowsteer_mcp.server.http import UnsafeBindError, serve_http
     from operators.registry import default_registry
@@ -275,10 +275,10 @@ def mcp_main(argv: list[str] | None = None, serve_director: DirectorServing | No
             **({} if args.persistent_ttl is None else {"persistent_ttl_s": args.persistent_ttl or None}),
         )
         registry = default_registry()
-        executor = NoExecutor() if args.no_executor else build_executor(registry, args.config)
+        runner = NoRunner() if args.no_executor else build_runner(registry, args.config)
         observer = _observer(args.director_template)
         server = build_server(
-            settings, registry=registry, executor=executor, observer=observer, serve_director=serve_director
+            settings, registry=registry, runner=runner, observer=observer, serve_director=serve_director
         )
     except ValidationError as error:
         print(f"flowsteer-mcp: {_settings_problem(error)}", file=sys.stderr)

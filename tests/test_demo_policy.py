@@ -18,7 +18,7 @@ from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, DIRECTOR_DIR_ENV, S
 from flowsteer_mcp.director.served import ServedDirector, ServeMode
 from flowsteer_mcp.server import build_server
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.shipped_director import fake_director
 
 TASK = json.loads(Path(DEFAULT_TASK).read_text(encoding="utf-8"))
@@ -46,7 +46,7 @@ async def test_the_policy_demo_serves_the_director_and_prints_its_turns(
 
         policy = DemoPolicy(shipped_director(fake_director(tmp_path)), "local", serve)
         totals = {"llm_calls": 0, "tokens": 0}
-        async with Client(build_server(executor=ScriptedExecutor()).mcp) as client:
+        async with Client(build_server(runner=ScriptedRunner()).mcp) as client:
             workflow_id = await policy_episode(client, TASK, policy, totals, DEMO_OPTIONS)
             detail = (await client.call_tool("get_workflow", {"workflow_id": workflow_id})).structured_content
     assert opened == ["local"]

@@ -11,7 +11,7 @@ from mcp import Client
 from flowsteer_mcp.demo import CODE_TEMPLATE, DEFAULT_TASK, DEMO_OPTIONS
 from flowsteer_mcp.director.library import library_workflow
 from flowsteer_mcp.server import build_server
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 
 TASK = json.loads(Path(DEFAULT_TASK).read_text(encoding="utf-8"))
 
@@ -19,7 +19,7 @@ TASK = json.loads(Path(DEFAULT_TASK).read_text(encoding="utf-8"))
 async def test_the_demo_steps_build_the_default_code_workflow_and_finish() -> None:
     task = TASK
     meta = task.get("meta") or {}
-    server = build_server(executor=ScriptedExecutor())
+    server = build_server(runner=ScriptedRunner())
     async with Client(server.mcp) as client:
         created = await client.call_tool(
             "create_workflow",

@@ -1,7 +1,7 @@
 """The seam between the canvas and whatever runs a workflow (the engine, or nothing at all).
 
 Also step 4 of a turn, `execute`: every run a step makes (after an edit, at finish, when the budget ends, or
-`run_workflow`) goes through it, so an executor's failure is always a failed run, never a failed step.
+`run_workflow`) goes through it, so a runner's failure is always a failed run, never a failed step.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.canvas.text import clip
 
 log = structlog.get_logger(__name__)
-EXECUTOR_ERROR_CHARS = 2000
+RUN_ERROR_CHARS = 2000
 
 ExecutionStatus = Literal["ok", "degraded", "failed", "no_executor", "empty", "timeout"]
 """How a run ended. "ok": every stage needed for the answer succeeded. "degraded": the last stage failed but
@@ -118,13 +118,13 @@ class ProgressEvent(BaseModel):
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
 
-# The workflow a run belongs to, set by whoever opens the workflow (the server's workbench): an executor that
+# The workflow a run belongs to, set by whoever opens the workflow (the server's workbench): a runner that
 # memoises node results keys them by it, so one workflow is never served, and never charged for, another's
 # calls (the engine's `memo_scope`).
 RUN_SCOPE: ContextVar[str | None] = ContextVar("flowsteer_run_scope", default=None)
 
 
-class WorkflowExecutor(Protocol):
+class WorkflowRunner(Protocol):
     """Runs a canvas graph for a task. Must be cancellation-safe and must not raise for operator failures."""
 
     async def run(
@@ -132,7 +132,7 @@ class WorkflowExecutor(Protocol):
     ) -> ExecutionReport: ...
 
 
-class NoExecutor:
+class NoRunner:
     """Used when no executor LLM is configured: the canvas still edits, and says clearly that nothing ran."""
 
     async def run(
@@ -146,24 +146,24 @@ class NoExecutor:
 
 
 async def execute(
-    executor: WorkflowExecutor, graph: WorkflowGraph, task: TaskSpec, progress: ProgressCallback | None
+    runner: WorkflowRunner, graph: WorkflowGraph, task: TaskSpec, progress: ProgressCallback | None
 ) -> ExecutionReport:
-    """Run `graph` once and report how it went; never raises for the executor's failures.
+    """Run `graph` once and report how it went; never raises for the runner's failures.
 
-    Why: a valid edit stands whatever its run does, so an executor that refuses the graph (CanvasError) or
+    Why: a valid edit stands whatever its run does, so a runner that refuses the graph (CanvasError) or
     crashes is reported as a failed run of the edited graph, not as a rejected step. A cancellation still
     propagates (the step's transaction restores the state)."""
     if graph.is_empty:
         return ExecutionReport(status="empty")
     try:
-        return await executor.run(graph, task, progress=progress)
-    except CanvasError as error:  # the executor refused this graph: a failed run, the edit still stands
-        log.warning("executor_rejected_workflow", code=error.code.value)
+        return await runner.run(graph, task, progress=progress)
+    except CanvasError as error:  # the runner refused this graph: a failed run, the edit still stands
+        log.warning("runner_rejected_workflow", code=error.code.value)
         return ExecutionReport(
-            status="failed", error=clip(f"executor rejected the workflow: {error.message}", EXECUTOR_ERROR_CHARS)
+            status="failed", error=clip(f"executor rejected the workflow: {error.message}", RUN_ERROR_CHARS)
         )
-    except Exception as error:  # an executor bug must not take the canvas down
-        log.exception("executor_crashed")
+    except Exception as error:  # a runner bug must not take the canvas down
+        log.exception("runner_crashed")
         return ExecutionReport(
-            status="failed", error=clip(f"executor error: {type(error).__name__}: {error}", EXECUTOR_ERROR_CHARS)
+            status="failed", error=clip(f"executor error: {type(error).__name__}: {error}", RUN_ERROR_CHARS)
         )

@@ -13,7 +13,7 @@ cancellation restores the snapshot taken at the start of the step. An invalid `a
 (ok=false) that costs its round and changes nothing else.
 
 A valid edit stands whatever its execution does. Running the workflow is a report about the edited graph, not
-part of the edit's validity: when the executor fails, or even raises (CanvasError included), the step still
+part of the edit's validity: when the runner fails, or even raises (CanvasError included), the step still
 reports ok=true with the edit applied and `execution.status == "failed"` with the error. This holds alike for
 act, typed edits, the turn that completes a prompt request, finish and run; so `ok` always tells whether the
 edit (or finish) took effect, and the DSL never shows an edit that a step reported as failed.
@@ -35,7 +35,7 @@ from flowsteer_mcp.canvas.actions import EditAction
 from flowsteer_mcp.canvas.change import Apply, Change, EndRequest, plan_edit, plan_turn
 from flowsteer_mcp.canvas.commit import budget_spent, commit, end_episode
 from flowsteer_mcp.canvas.errors import CanvasError
-from flowsteer_mcp.canvas.execution import ExecutionReport, NoExecutor, ProgressCallback, WorkflowExecutor, execute
+from flowsteer_mcp.canvas.execution import ExecutionReport, NoRunner, ProgressCallback, WorkflowRunner, execute
 from flowsteer_mcp.canvas.feedback import render_feedback
 from flowsteer_mcp.canvas.finish import finish_gate
 from flowsteer_mcp.canvas.guards import require_no_pending, require_open, require_readable_turn
@@ -57,11 +57,11 @@ class Canvas:
         self,
         state: CanvasState,
         registry: OperatorRegistry,
-        executor: WorkflowExecutor | None = None,
+        runner: WorkflowRunner | None = None,
     ) -> None:
         self.state = state
         self.registry = registry
-        self.executor: WorkflowExecutor = executor or NoExecutor()
+        self.runner: WorkflowRunner = runner or NoRunner()
         self.rules = CanvasRules(registry, state.options)
         self._ran_this_step = False
         self._progress: ProgressCallback | None = None  # the step in progress's, for every run that step makes
@@ -186,7 +186,7 @@ class Canvas:
             await self._execute()
 
     async def _execute(self) -> ExecutionReport:
-        report = await execute(self.executor, self.state.graph, self.state.task, self._progress)
+        report = await execute(self.runner, self.state.graph, self.state.task, self._progress)
         self.state.last_execution = report
         self._ran_this_step = True
         return report

@@ -96,7 +96,7 @@ async def solve(
     args: argparse.Namespace, shipped: AbstractAsyncContextManager[ServedDirector] | None = None
 ) -> EpisodeResult:
     """One episode; `shipped` serves the shipped director while it plays (policy without --policy-url)."""
-    from flowsteer_mcp.executor import build_executor
+    from flowsteer_mcp.runner_choice import build_runner
     from flowsteer_mcp.server import build_server
     from operators.registry import default_registry
 
@@ -113,8 +113,8 @@ async def solve(
         if args.mcp_url:
             connection = Client(args.mcp_url)
         else:
-            executor = build_executor(registry, args.config)
-            connection = Client(build_server(registry=registry, executor=executor).mcp)
+            runner = build_runner(registry, args.config)
+            connection = Client(build_server(registry=registry, runner=runner).mcp)
         async with connection as client:
             return await director.run(task, client)
 

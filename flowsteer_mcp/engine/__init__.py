@@ -1,6 +1,6 @@
 """The execution engine: runs a canvas workflow graph with operators (docs/design/canvas.md, "Execution").
 
-The canvas only knows the `WorkflowExecutor` protocol; `WorkflowEngine` implements it. This package never
+The canvas only knows the `WorkflowRunner` protocol; `WorkflowEngine` implements it. This package never
 imports the MCP layer. How a run ends (ok, degraded: a failed last stage keeps the best earlier solution,
 failed, timeout) is documented in `runner.py`; the do-no-harm rule for revisions in
 `operators/library/revision.py`. Sampling: every operator call is a draw, greedy first; sampled draws are seeded

@@ -1,6 +1,6 @@
 """`WorkflowEngine`: runs a canvas graph with real operators and returns an `ExecutionReport`.
 
-It implements the canvas's `WorkflowExecutor` protocol and executes the typed graph directly (no generated
+It implements the canvas's `WorkflowRunner` protocol and executes the typed graph directly (no generated
 code, no DSL round trip), so what runs is exactly what the canvas shows and scores.
 
 Final answer: the current solution after the last stage (code tasks: the current program, or the solution
@@ -37,7 +37,7 @@ from flowsteer_mcp.engine.node_call import (
     CallSettings,
     NodeCaller,
 )
-from flowsteer_mcp.engine.stages import StageRunner
+from flowsteer_mcp.engine.stages import StageDispatcher
 from flowsteer_mcp.engine.state import FlowState
 from operators.backends.base import ChatBackend
 from operators.backends.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RUN_TIMEOUT_S, MemoScope
@@ -111,7 +111,7 @@ class WorkflowEngine:
         caller = NodeCaller(
             registry=self.registry, backend=self.backend, memo=self.memo, settings=self._settings, context=ctx
         )
-        stages = StageRunner(caller)
+        stages = StageDispatcher(caller)
         state = FlowState.from_task(task)
         failure: str | None = None
         current = graph.stages[0].id

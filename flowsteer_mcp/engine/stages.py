@@ -1,8 +1,9 @@
-"""Control flow of the stage kinds, executed directly on the typed graph; each kind's executor lives in
-`engine/kinds/` (keyed by the kind's name, see `register_executor`), this module dispatches and owns the rule shared by
-all: candidates are visible to the one stage right after the stage that offered them and dropped everywhere else.
+"""Control flow of the stage kinds, executed directly on the typed graph; each kind's stage runner lives in
+`engine/kinds/` (keyed by the kind's name, see `register_stage_runner`), this module dispatches and owns the rule
+shared by all: candidates are visible to the one stage right after the stage that offered them and dropped
+everywhere else.
 
-Decisions (docs/design/canvas.md, "Stage kinds" and "Execution"; each executor's docstring has the detail):
+Decisions (docs/design/canvas.md, "Stage kinds" and "Execution"; each stage runner's docstring has the detail):
 - A stage fails when the last node it ran failed; a parallel stage (or a node's draws) fails only when every
   call failed. A failed node never changes the state, so its error can never become the answer.
 - Parallel: branches run concurrently on the same state. A branch whose operator already occurred earlier in
@@ -35,21 +36,21 @@ from __future__ import annotations
 
 from flowsteer_mcp.canvas.execution import NodeTrace
 from flowsteer_mcp.canvas.model import Stage
-from flowsteer_mcp.engine.kinds import StageOutcome, branch_draws, executor_for
+from flowsteer_mcp.engine.kinds import StageOutcome, branch_draws, stage_runner_for
 from flowsteer_mcp.engine.node_call import NodeCaller
 from flowsteer_mcp.engine.state import FlowState
 
 
-class StageRunner:
+class StageDispatcher:
     def __init__(self, caller: NodeCaller) -> None:
         self._caller = caller
 
     async def run(self, stage: Stage, state: FlowState, sink: list[NodeTrace]) -> StageOutcome:
-        outcome = await executor_for(stage.kind)(stage, state, sink, self._caller)
+        outcome = await stage_runner_for(stage.kind)(stage, state, sink, self._caller)
         if not outcome.offers_candidates:
             # Candidates of a parallel stage are meant for the one stage right after it.
             outcome.state = outcome.state.without_candidates()
         return outcome
 
 
-__all__ = ["StageOutcome", "StageRunner", "branch_draws"]
+__all__ = ["StageDispatcher", "StageOutcome", "branch_draws"]

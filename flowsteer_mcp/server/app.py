@@ -1,4 +1,4 @@
-"""Assemble the MCP server: store + registry + executor -> workbench and jobs -> tools, resources, prompt.
+"""Assemble the MCP server: store + registry + runner -> workbench and jobs -> tools, resources, prompt.
 
 Over HTTP the app is wrapped, outermost first, in the Host/Origin check of `host_policy` (a browser Origin is
 checked in every mode; the Host check is off with a credential unless `--allowed-host` names are given, and
@@ -25,7 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flowsteer_mcp import __version__
-from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
+from flowsteer_mcp.canvas.execution import NoRunner, WorkflowRunner
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.director.served import DirectorServing
 from flowsteer_mcp.host_policy import HostGuard, HostPolicy, check_bind
@@ -131,7 +131,7 @@ def build_server(
     settings: ServerSettings | None = None,
     *,
     registry: OperatorRegistry | None = None,
-    executor: WorkflowExecutor | None = None,
+    runner: WorkflowRunner | None = None,
     store: WorkflowStore | None = None,
     observer: ObservationBuilder | None = None,
     serve_director: DirectorServing | None = None,
@@ -144,7 +144,7 @@ def build_server(
     bench = Workbench(
         store or open_store(settings.store),
         registry,
-        executor or NoExecutor(),
+        runner or NoRunner(),
         max_workflows=settings.max_workflows,
         ttl_s=settings.workflow_ttl_s,
         persistent_ttl_s=settings.persistent_ttl_s,

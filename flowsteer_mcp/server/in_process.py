@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowsteer_mcp.canvas.observation import ObservationBuilder
-from flowsteer_mcp.executor import engine_with
+from flowsteer_mcp.runner_choice import engine_with
 from flowsteer_mcp.server.app import FlowSteerServer, build_server
 from flowsteer_mcp.server.settings import ServerSettings
 from operators.backends.base import ChatBackend
@@ -31,5 +31,5 @@ def in_process_server(
         observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
     registry = default_registry()
     return build_server(
-        ServerSettings(), registry=registry, executor=engine_with(registry, backend, engine), observer=observer
+        ServerSettings(), registry=registry, runner=engine_with(registry, backend, engine), observer=observer
     )

@@ -34,7 +34,7 @@ from typing import Literal
 import anyio
 import structlog
 
-from flowsteer_mcp.canvas.execution import RUN_SCOPE, WorkflowExecutor
+from flowsteer_mcp.canvas.execution import RUN_SCOPE, WorkflowRunner
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
 from flowsteer_mcp.errors import FlowSteerError
 from flowsteer_mcp.store.base import ADMISSION_KEY, StoredWorkflow, WorkflowStore
@@ -86,7 +86,7 @@ class Workbench:
         self,
         store: WorkflowStore,
         registry: OperatorRegistry,
-        executor: WorkflowExecutor,
+        runner: WorkflowRunner,
         *,
         max_workflows: int,
         ttl_s: float,
@@ -96,7 +96,7 @@ class Workbench:
     ) -> None:
         self.store = store
         self.registry = registry
-        self.executor = executor
+        self.runner = runner
         self.max_workflows = max_workflows
         self.ttl_s = ttl_s
         self.persistent_ttl_s = persistent_ttl_s
@@ -164,7 +164,7 @@ class Workbench:
                 workflow_id = await self._admit(state, store)
         log.info("workflow_created", workflow_id=workflow_id, task_type=state.task.task_type)
         await self._announce("created", workflow_id)
-        return workflow_id, Canvas(_working_copy(state), self.registry, self.executor)
+        return workflow_id, Canvas(_working_copy(state), self.registry, self.runner)
 
     async def _admit(self, state: CanvasState, store: WorkflowStore) -> str:
         """Count, then store the new workflow (the caller holds admission in-process and in the store)."""
@@ -189,11 +189,11 @@ class Workbench:
         if not write:
             async with self._reading(workflow_id):
                 entry = await self._entry(workflow_id, self.store)
-                yield Canvas(_working_copy(entry.record.state), self.registry, self.executor)
+                yield Canvas(_working_copy(entry.record.state), self.registry, self.runner)
             return
         async with self._locked(workflow_id), self.store.exclusive(workflow_id) as store:
             entry = await self._entry(workflow_id, store)
-            canvas = Canvas(_working_copy(entry.record.state), self.registry, self.executor)
+            canvas = Canvas(_working_copy(entry.record.state), self.registry, self.runner)
             scope = RUN_SCOPE.set(workflow_id)  # its runs reuse only its own memoised calls
             try:
                 yield canvas

@@ -23,7 +23,7 @@ from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import default_registry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller, entered_in_own_task, result_text
 
 RULES = CanvasRules(default_registry(), CanvasOptions())
@@ -231,9 +231,7 @@ def test_system_prompt_explains_samples() -> None:
 
 
 async def test_typed_tools_set_samples() -> None:
-    server = build_server(
-        ServerSettings(), registry=default_registry(), executor=ScriptedExecutor(), store=MemoryStore()
-    )
+    server = build_server(ServerSettings(), registry=default_registry(), runner=ScriptedRunner(), store=MemoryStore())
     async with entered_in_own_task(Client(server.mcp)) as client:
         tools = ToolCaller(client)
         workflow_id = await tools.create(options={"prompt_turns": False})
@@ -261,9 +259,7 @@ def test_graph_stats_count_sampled_nodes_and_the_largest_draw() -> None:
 
 
 async def test_sampling_stats_reach_the_client_through_get_workflow() -> None:
-    server = build_server(
-        ServerSettings(), registry=default_registry(), executor=ScriptedExecutor(), store=MemoryStore()
-    )
+    server = build_server(ServerSettings(), registry=default_registry(), runner=ScriptedRunner(), store=MemoryStore())
     async with entered_in_own_task(Client(server.mcp)) as client:
         tools = ToolCaller(client)
         workflow_id = await tools.create(options={"prompt_turns": False})

@@ -17,7 +17,7 @@ from operators.registry import default_registry
 REGISTRY = default_registry()
 
 
-class EchoExecutor:
+class EchoRunner:
     """Test double: the 'answer' is the DSL that ran (or a fixed text), so tests see what was executed."""
 
     def __init__(self, output: str | None = None, status: str = "ok") -> None:
@@ -34,9 +34,9 @@ class EchoExecutor:
         return ExecutionReport(status="ok", output=self.output or render(graph), llm_calls=1, tokens=10)
 
 
-def canvas(executor: EchoExecutor | None = None, **options: object) -> Canvas:
+def canvas(runner: EchoRunner | None = None, **options: object) -> Canvas:
     state = CanvasState(task=TaskSpec(problem="What is 6*7?", task_type="math"), options=CanvasOptions(**options))
-    return Canvas(state, REGISTRY, executor)
+    return Canvas(state, REGISTRY, runner)
 
 
 BUILD = [
@@ -54,8 +54,8 @@ BUILD = [
 
 
 async def test_full_build_through_act_with_prompt_turns() -> None:
-    executor = EchoExecutor(output="42")
-    c = canvas(executor)
+    runner = EchoRunner(output="42")
+    c = canvas(runner)
     results = [await c.act(text) for text in BUILD]
     assert all(r.ok for r in results)
     assert [r.state.status for r in results] == [
@@ -70,7 +70,7 @@ async def test_full_build_through_act_with_prompt_turns() -> None:
     assert final.state.dsl == "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
     assert final.state.round == 10
     # the workflow runs once per completed edit, never during pending prompt turns
-    assert executor.runs == [
+    assert runner.runs == [
         "Plan",
         "Plan -> [Programmer, Custom]",
         "Plan -> [Programmer, Custom] -> ScEnsemble",
@@ -91,7 +91,7 @@ async def test_full_build_through_act_with_prompt_turns() -> None:
 
 
 async def test_prompt_request_names_the_node_and_cancel_changes_nothing() -> None:
-    c = canvas(EchoExecutor())
+    c = canvas(EchoRunner())
     step = await c.act(
         "<action>add</action><structure>loop</structure><operators>Test, Revise</operators><count>2</count>"
     )
@@ -109,7 +109,7 @@ async def test_prompt_request_names_the_node_and_cancel_changes_nothing() -> Non
 
 
 async def test_invalid_turns_cost_a_round_but_change_nothing() -> None:
-    c = canvas(EchoExecutor())
+    c = canvas(EchoRunner())
     await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     graph = c.state.graph.model_copy(deep=True)
     for text in [
@@ -125,13 +125,13 @@ async def test_invalid_turns_cost_a_round_but_change_nothing() -> None:
 
 
 async def test_bad_operator_name_is_rejected_before_any_prompt_turn() -> None:
-    c = canvas(EchoExecutor())
+    c = canvas(EchoRunner())
     step = await c.act("<action>add</action><operator>programer</operator>")
     assert not step.ok and step.state.status == "building"  # never trapped waiting for a prompt
 
 
 async def test_short_prompt_keeps_waiting_and_action_during_prompt_turn_is_an_error() -> None:
-    c = canvas(EchoExecutor())
+    c = canvas(EchoRunner())
     await c.act("<action>add</action><operator>Custom</operator>")
     step = await c.act("ok")
     assert not step.ok and step.state.status == "awaiting_prompt" and "too short" in step.message
@@ -142,7 +142,7 @@ async def test_short_prompt_keeps_waiting_and_action_during_prompt_turn_is_an_er
 
 
 async def test_round_budget_ends_the_episode_with_the_last_result() -> None:
-    c = canvas(EchoExecutor(output="42"), max_rounds=3)
+    c = canvas(EchoRunner(output="42"), max_rounds=3)
     await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     await c.act("nonsense")
     step = await c.act("<action>add</action><operator>Format</operator>")
@@ -160,40 +160,40 @@ async def test_round_budget_runs_the_unexecuted_workflow_once_so_the_result_matc
     ]
     ends = {}
     for each_step in (True, False):
-        executor = EchoExecutor()
-        c = canvas(executor, max_rounds=3, execute_each_step=each_step)
+        runner = EchoRunner()
+        c = canvas(runner, max_rounds=3, execute_each_step=each_step)
         for text in turns:
             step = await c.act(text)
         assert step.end_reason == "budget_exhausted"
         assert c.state.end is not None and c.state.end.reason == "budget_exhausted"
         ends[each_step] = (step.final_answer, c.state.end.final_answer)
-        assert executor.runs[-1] == "Custom -> Format"
+        assert runner.runs[-1] == "Custom -> Format"
         assert step.execution is not None and step.execution.fresh
         assert "Custom -> Format" in step.feedback  # the feedback shows the run that is scored
         if not each_step:
-            assert executor.runs == ["Custom -> Format"]  # once, at the end
+            assert runner.runs == ["Custom -> Format"]  # once, at the end
     assert ends[True] == ends[False] == ("Custom -> Format", "Custom -> Format")
 
 
 async def test_round_budget_with_an_empty_canvas_runs_nothing() -> None:
-    executor = EchoExecutor()
-    c = canvas(executor, max_rounds=2, execute_each_step=False)
+    runner = EchoRunner()
+    c = canvas(runner, max_rounds=2, execute_each_step=False)
     await c.act("nonsense")
     step = await c.act("more nonsense")
-    assert step.end_reason == "budget_exhausted" and step.final_answer is None and executor.runs == []
+    assert step.end_reason == "budget_exhausted" and step.final_answer is None and runner.runs == []
 
 
 async def test_round_budget_ending_on_a_pending_prompt_runs_the_graph_without_the_pending_edit() -> None:
-    executor = EchoExecutor()
-    c = canvas(executor, max_rounds=2, execute_each_step=False)
+    runner = EchoRunner()
+    c = canvas(runner, max_rounds=2, execute_each_step=False)
     await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     step = await c.act("<action>add</action><operator>Format</operator>")  # asks for a prompt: the budget is gone
     assert step.end_reason == "budget_exhausted" and step.final_answer == "Custom"
-    assert executor.runs == ["Custom"]
+    assert runner.runs == ["Custom"]
 
 
 async def test_finish_gate_paper_preset_names_the_missing_constraint() -> None:
-    c = canvas(EchoExecutor(output="42"))
+    c = canvas(EchoRunner(output="42"))
     await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     step = await c.act("<action>finish</action>")
     assert not step.ok and step.error_code == "finish_rejected"
@@ -204,7 +204,7 @@ async def test_finish_gate_paper_preset_names_the_missing_constraint() -> None:
 
 async def test_finish_gate_requires_format_for_verbose_output_and_relaxed_preset() -> None:
     verbose = "Step 1: multiply.\nStep 2: the answer is 42, which we double-check carefully here."
-    c = canvas(EchoExecutor(output=verbose))
+    c = canvas(EchoRunner(output=verbose))
     for text in ["<action>add</action><operator>Plan</operator><prompt>Plan the multiplication.</prompt>",
                  "<action>add</action><structure>parallel</structure><operators>Custom, AnswerGenerate</operators>",
                  "Answer in words.", "Answer with a number.",
@@ -213,13 +213,13 @@ async def test_finish_gate_requires_format_for_verbose_output_and_relaxed_preset
         assert (await c.act(text)).ok
     step = await c.act("<action>finish</action>")
     assert not step.ok and "add a Format stage" in step.message and "No structure" not in step.message
-    relaxed = canvas(EchoExecutor(output=verbose), finish="relaxed")
+    relaxed = canvas(EchoRunner(output=verbose), finish="relaxed")
     await relaxed.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     assert (await relaxed.act("<action>finish</action>")).done
 
 
 async def test_typed_edits_cost_a_round_only_when_valid() -> None:
-    c = canvas(EchoExecutor())
+    c = canvas(EchoRunner())
     step = await c.edit(AddStage(stage=OperatorBlueprint(operator="Custom", prompt="Answer with the number.")))
     assert step.ok and step.state.round == 1 and step.execution is not None and step.execution.ok
     with pytest.raises(CanvasError):
@@ -228,7 +228,7 @@ async def test_typed_edits_cost_a_round_only_when_valid() -> None:
 
 
 async def test_typed_edit_refused_while_a_prompt_turn_is_pending() -> None:
-    c = canvas(EchoExecutor())
+    c = canvas(EchoRunner())
     await c.act("<action>add</action><operator>Custom</operator>")
     with pytest.raises(CanvasError, match="pending for node_1"):
         await c.edit(AddStage(stage=OperatorBlueprint(operator="Plan")))
@@ -239,14 +239,14 @@ async def test_no_executor_reports_clearly_and_delete_to_empty_clears_the_result
     step = await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     assert step.execution is not None and step.execution.status == "no_executor"
     assert "no executor configured" in step.feedback
-    c2 = canvas(EchoExecutor(output="42"))
+    c2 = canvas(EchoRunner(output="42"))
     await c2.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     step = await c2.act("<action>delete</action><target>node_1</target>")
     assert step.execution is not None and step.execution.status == "empty" and step.execution.output is None
 
 
 async def test_failed_run_is_shown_as_an_error_and_hint_asks_for_repair() -> None:
-    c = canvas(EchoExecutor(status="failed"))
+    c = canvas(EchoRunner(status="failed"))
     step = await c.act("<action>add</action><operator>Programmer</operator><prompt>Write solve() for 6*7.</prompt>")
     assert step.execution is not None and not step.execution.ok
     assert "[Error]: node_1 (Programmer): ZeroDivisionError" in step.feedback
@@ -254,7 +254,7 @@ async def test_failed_run_is_shown_as_an_error_and_hint_asks_for_repair() -> Non
 
 
 async def test_hints_can_be_switched_off() -> None:
-    c = canvas(EchoExecutor(), hints=False)
+    c = canvas(EchoRunner(), hints=False)
     step = await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")
     assert "[BLOCK_FINISH]" not in step.feedback
 
@@ -262,12 +262,12 @@ async def test_hints_can_be_switched_off() -> None:
 async def test_cancellation_restores_the_state() -> None:
     import anyio
 
-    class SlowExecutor(EchoExecutor):
+    class SlowRunner(EchoRunner):
         async def run(self, graph, task, *, progress=None):  # type: ignore[no-untyped-def]
             await anyio.sleep(10)
             return await super().run(graph, task)
 
-    c = canvas(SlowExecutor())
+    c = canvas(SlowRunner())
     before = c.state.model_copy(deep=True)
     with anyio.move_on_after(0.05):
         await c.act("<action>add</action><operator>Custom</operator><prompt>Answer with the number.</prompt>")

@@ -1,5 +1,5 @@
 """Atomic steps: a step that reports ok=false changed nothing but its round; a valid edit stands even when the
-execution afterwards fails or the executor raises (the step says ok=true and reports the run as failed)."""
+execution afterwards fails or the runner raises (the step says ok=true and reports the run as failed)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ REGISTRY = default_registry()
 REFUSAL = "the engine refuses this graph"
 
 
-class RefusingExecutor:
-    """An executor whose run() raises CanvasError (as an engine that rejects a graph would)."""
+class RefusingRunner:
+    """A runner whose run() raises CanvasError (as an engine that rejects a graph would)."""
 
     def __init__(self) -> None:
         self.runs = 0
@@ -32,10 +32,10 @@ class RefusingExecutor:
         raise CanvasError(ErrorCode.INVALID_STRUCTURE, REFUSAL)
 
 
-def refusing_canvas(**options: object) -> tuple[Canvas, RefusingExecutor]:
-    executor = RefusingExecutor()
+def refusing_canvas(**options: object) -> tuple[Canvas, RefusingRunner]:
+    runner = RefusingRunner()
     state = CanvasState(task=TaskSpec(problem="What is 6*7?"), options=CanvasOptions(finish="relaxed", **options))
-    return Canvas(state, REGISTRY, executor), executor
+    return Canvas(state, REGISTRY, runner), runner
 
 
 def assert_edit_stands_and_run_failed(canvas: Canvas, result: StepResult, dsl: str) -> None:
@@ -48,18 +48,18 @@ def assert_edit_stands_and_run_failed(canvas: Canvas, result: StepResult, dsl: s
     assert "[Status]: Success" in result.feedback or "[Status]: Finished" in result.feedback
 
 
-async def test_act_with_an_inline_prompt_keeps_the_edit_when_the_executor_raises() -> None:
-    canvas, executor = refusing_canvas()
+async def test_act_with_an_inline_prompt_keeps_the_edit_when_the_runner_raises() -> None:
+    canvas, runner = refusing_canvas()
     result = await canvas.act("<action>add</action><operator>Plan</operator><prompt>List the steps.</prompt>")
-    assert executor.runs == 1
+    assert runner.runs == 1
     assert_edit_stands_and_run_failed(canvas, result, "Plan")
     assert result.state.round == 1
 
 
-async def test_a_typed_edit_keeps_the_edit_when_the_executor_raises() -> None:
-    canvas, executor = refusing_canvas()
+async def test_a_typed_edit_keeps_the_edit_when_the_runner_raises() -> None:
+    canvas, runner = refusing_canvas()
     result = await canvas.edit(AddStage(stage=OperatorBlueprint(operator="Custom")))
-    assert executor.runs == 1
+    assert runner.runs == 1
     assert_edit_stands_and_run_failed(canvas, result, "Custom")
     result = await canvas.edit(SetPrompt(node_id="node_1", prompt="Solve it step by step."))
     assert_edit_stands_and_run_failed(canvas, result, "Custom")
@@ -69,32 +69,32 @@ async def test_a_typed_edit_keeps_the_edit_when_the_executor_raises() -> None:
     assert result.execution is not None and result.execution.status == "empty"
 
 
-async def test_the_prompt_turn_that_completes_an_edit_keeps_it_when_the_executor_raises() -> None:
-    canvas, executor = refusing_canvas()
+async def test_the_prompt_turn_that_completes_an_edit_keeps_it_when_the_runner_raises() -> None:
+    canvas, runner = refusing_canvas()
     pending = await canvas.act("<action>add</action><operator>Plan</operator>")
-    assert pending.ok and pending.state.status == "awaiting_prompt" and executor.runs == 0
+    assert pending.ok and pending.state.status == "awaiting_prompt" and runner.runs == 0
     result = await canvas.act("List the quantities, then multiply them.")
-    assert executor.runs == 1
+    assert runner.runs == 1
     assert_edit_stands_and_run_failed(canvas, result, "Plan")
     assert result.state.status == "building" and result.state.awaiting_prompt_for is None
 
 
 @pytest.mark.parametrize("through_act", [False, True])
 async def test_finish_that_executes_is_accepted_with_the_run_reported_failed(through_act: bool) -> None:
-    canvas, executor = refusing_canvas(execute_each_step=False)
+    canvas, runner = refusing_canvas(execute_each_step=False)
     await canvas.edit(AddStage(stage=OperatorBlueprint(operator="Custom")))
-    assert executor.runs == 0 and canvas.state.last_execution is None
+    assert runner.runs == 0 and canvas.state.last_execution is None
     if through_act:
         result = await canvas.act("<action>finish</action>")
     else:
         result = await canvas.finish()
-    assert executor.runs == 1
+    assert runner.runs == 1
     assert_edit_stands_and_run_failed(canvas, result, "Custom")
     assert result.done and result.end_reason == "finished" and result.final_answer is None
     assert canvas.state.status == "finished" and canvas.state.rounds_used == 2
 
 
-async def test_run_reports_a_raising_executor_as_a_failed_run() -> None:
+async def test_run_reports_a_raising_runner_as_a_failed_run() -> None:
     canvas, _ = refusing_canvas(execute_each_step=False)
     await canvas.edit(AddStage(stage=OperatorBlueprint(operator="Custom")))
     report = await canvas.run()

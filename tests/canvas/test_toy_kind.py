@@ -52,7 +52,7 @@ from flowsteer_mcp.canvas.options import FINISH_PRESETS, CanvasOptions
 from flowsteer_mcp.canvas.stats import graph_stats
 from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.engine import WorkflowEngine
-from flowsteer_mcp.engine.kinds import StageOutcome, applied, registered_executor
+from flowsteer_mcp.engine.kinds import StageOutcome, applied, registered_stage_runner
 from flowsteer_mcp.engine.node_call import NodeCaller, NodeResult
 from flowsteer_mcp.engine.state import FlowState
 from flowsteer_mcp.server import ServerSettings, build_server
@@ -173,7 +173,7 @@ RELAY_TAGS = "<action>add</action><structure>relay</structure><operators>Custom,
 
 @pytest.fixture
 def relay() -> Iterator[RelayKind]:
-    with registered_kind(RELAY), registered_executor("relay", run_relay):
+    with registered_kind(RELAY), registered_stage_runner("relay", run_relay):
         yield RELAY
 
 
@@ -270,7 +270,7 @@ def _executor_double(request: ChatRequest) -> str:
 async def test_act_add_structure_and_a_run_through_mcp(relay: RelayKind) -> None:
     backend = ScriptedBackend(rules=[_executor_double])
     engine = WorkflowEngine(REGISTRY, backend, memo=None)
-    server = build_server(ServerSettings(), registry=REGISTRY, executor=engine, store=MemoryStore())
+    server = build_server(ServerSettings(), registry=REGISTRY, runner=engine, store=MemoryStore())
     async with Client(server.mcp) as client:
         tools = ToolCaller(client)
         by_act = await tools.create(options={"prompt_turns": False})

@@ -21,7 +21,7 @@ from operators.registry import default_registry
 REGISTRY = default_registry()
 
 
-class CountingExecutor:
+class CountingRunner:
     """Test double: answers with the DSL that ran and counts the runs, so a test sees whether a step ran."""
 
     def __init__(self) -> None:
@@ -34,15 +34,15 @@ class CountingExecutor:
         return ExecutionReport(status="ok", output=render(graph))
 
 
-async def built_canvas() -> tuple[Canvas, CountingExecutor]:
+async def built_canvas() -> tuple[Canvas, CountingRunner]:
     """Two stages, two rounds, a run and a history: every counter a rejected step must leave alone."""
-    executor = CountingExecutor()
+    runner = CountingRunner()
     state = CanvasState(task=TaskSpec(problem="What is 6*7?"), options=CanvasOptions(finish="paper"))
-    canvas = Canvas(state, REGISTRY, executor)
+    canvas = Canvas(state, REGISTRY, runner)
     await canvas.edit(AddStage(stage=OperatorBlueprint(operator="Custom", prompt="Compute the product.")))
     await canvas.act("<action>add</action><operator>Format</operator><prompt>Only the number.</prompt>")
-    assert canvas.state.graph.next_index == 3 and canvas.state.rounds_used == 2 and executor.runs == 2
-    return canvas, executor
+    assert canvas.state.graph.next_index == 3 and canvas.state.rounds_used == 2 and runner.runs == 2
+    return canvas, runner
 
 
 INVALID_TURNS: list[tuple[str, str]] = [
@@ -63,7 +63,7 @@ INVALID_TURNS: list[tuple[str, str]] = [
 
 @pytest.mark.parametrize(("text", "code"), INVALID_TURNS)
 async def test_a_rejected_action_turn_costs_its_round_and_changes_nothing_else(text: str, code: str) -> None:
-    canvas, executor = await built_canvas()
+    canvas, runner = await built_canvas()
     before = canvas.state.model_copy(deep=True)
     result = await canvas.act(text)
     assert result.ok is False and result.execution is not None and not result.execution.fresh
@@ -71,7 +71,7 @@ async def test_a_rejected_action_turn_costs_its_round_and_changes_nothing_else(t
     after = canvas.state
     assert after.graph == before.graph and after.graph.next_index == before.graph.next_index
     assert after.pending == before.pending and after.status == before.status
-    assert after.last_execution == before.last_execution and executor.runs == 2
+    assert after.last_execution == before.last_execution and runner.runs == 2
     assert after.rounds_used == before.rounds_used + 1 == result.state.round
     assert after.history[:-1] == before.history and after.history[-1].ok is False
     assert after.history[-1].input == text and after.end is None
@@ -89,16 +89,16 @@ INVALID_EDITS: list[tuple[EditAction, ErrorCode]] = [
 
 @pytest.mark.parametrize(("action", "code"), INVALID_EDITS)
 async def test_a_rejected_typed_edit_raises_and_changes_nothing(action: EditAction, code: ErrorCode) -> None:
-    canvas, executor = await built_canvas()
+    canvas, runner = await built_canvas()
     before = canvas.state.model_copy(deep=True)
     with pytest.raises(CanvasError) as raised:
         await canvas.edit(action)
     assert raised.value.code is code
-    assert canvas.state == before and executor.runs == 2
+    assert canvas.state == before and runner.runs == 2
 
 
 async def test_typed_steps_refused_while_a_prompt_turn_is_pending_change_nothing() -> None:
-    canvas, executor = await built_canvas()
+    canvas, runner = await built_canvas()
     await canvas.act("<action>add</action><operator>Review</operator>")
     before = canvas.state.model_copy(deep=True)
     assert before.status == "awaiting_prompt"
@@ -106,17 +106,17 @@ async def test_typed_steps_refused_while_a_prompt_turn_is_pending_change_nothing
         with pytest.raises(CanvasError) as raised:
             await step
         assert raised.value.code is ErrorCode.WRONG_STATE
-    assert canvas.state == before and executor.runs == 2
+    assert canvas.state == before and runner.runs == 2
 
 
 async def test_a_rejected_finish_costs_its_round_and_keeps_the_graph() -> None:
-    canvas, executor = await built_canvas()
+    canvas, runner = await built_canvas()
     before = canvas.state.model_copy(deep=True)
     result = await canvas.finish()  # the paper gate wants more operators and a structure
     assert result.ok is False and result.error_code == "finish_rejected" and not result.done
     assert canvas.state.graph == before.graph and canvas.state.rounds_used == before.rounds_used + 1
     assert canvas.state.status == "building" and canvas.state.end is None
-    assert executor.runs == 2  # refused on structure: nothing ran for it
+    assert runner.runs == 2  # refused on structure: nothing ran for it
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from flowsteer_mcp.director.template import TemplateDirector
 from flowsteer_mcp.server import build_server
 from operators.backends.scripted import ScriptedBackend
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 
 TASK = TaskSpec(problem="What is 6*7?", task_type="math")
 
@@ -43,7 +43,7 @@ def completion(content: str, token_ids: list[int] | None = None) -> StubReply:
 
 
 async def test_policy_director_runs_a_full_episode_through_act() -> None:
-    server = build_server(executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(runner=ScriptedRunner(answer=lambda graph, task: "42"))
     with OpenAIStub() as stub:
         stub.enqueue(
             completion("<think>Start with a solver.</think><action>add</action><operator>Custom</operator>", [11, 12]),
@@ -78,7 +78,7 @@ async def test_policy_director_runs_a_full_episode_through_act() -> None:
 
 
 async def test_policy_unclosed_think_is_an_invalid_turn_and_budget_ends_the_episode() -> None:
-    server = build_server(executor=ScriptedExecutor())
+    server = build_server(runner=ScriptedRunner())
     with OpenAIStub(responder=lambda body: completion("<think>I keep thinking and never close")) as stub:
         director = PolicyDirector.from_url(stub.base_url, "policy", canvas_options={"max_rounds": 2})
         async with Client(server.mcp) as client:
@@ -90,7 +90,7 @@ async def test_policy_unclosed_think_is_an_invalid_turn_and_budget_ends_the_epis
 
 
 async def test_action_prefix_is_continued_by_the_model_and_sent_with_its_text() -> None:
-    server = build_server(executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(runner=ScriptedRunner(answer=lambda graph, task: "42"))
     with OpenAIStub() as stub:
         stub.enqueue(completion("Custom</operator>", [21, 22]), completion("finish</action>", [23]))
         sampling = PolicySampling(action_prefix="<action>add</action><operator>", stop=["\n"])
@@ -113,13 +113,13 @@ async def test_action_prefix_is_continued_by_the_model_and_sent_with_its_text() 
 
 
 async def test_template_director_builds_its_workflow_through_the_tools() -> None:
-    executor = ScriptedExecutor()
-    server = build_server(executor=executor)
+    runner = ScriptedRunner()
+    server = build_server(runner=runner)
     async with Client(server.mcp) as client:
         result = await TemplateDirector().run(TASK, client)
     assert result.error is None and result.finished
     assert result.dsl == library_workflow("math", DEFAULT_WORKFLOW["math"]).dsl() == "Custom{8} -> ScEnsemble"
-    assert len(executor.calls) == 1  # built without running, executed once at finish
+    assert len(runner.calls) == 1  # built without running, executed once at finish
     assert result.answer == result.dsl  # the test double answers with the DSL that ran
 
 
@@ -191,7 +191,7 @@ def test_task_imports_are_added_only_when_missing() -> None:
 
 
 async def test_a_failed_final_run_is_reported_as_the_episode_error() -> None:
-    server = build_server(executor=ScriptedExecutor(failure="node_2 (Programmer): no code in the reply"))
+    server = build_server(runner=ScriptedRunner(failure="node_2 (Programmer): no code in the reply"))
     async with Client(server.mcp) as client:
         result = await TemplateDirector().run(TASK, client)
     assert result.answer is None and result.finished

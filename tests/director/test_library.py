@@ -28,7 +28,7 @@ from operators.backends.base import GREEDY
 from operators.backends.scripted import ScriptedBackend
 from operators.registry import default_registry
 from operators.specs import BUILTIN_SPECS
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 
 ENTRIES = [entry for entries in LIBRARY.values() for entry in entries.values()]
 CODE_TASK = TaskSpec(
@@ -69,7 +69,7 @@ def test_the_library_builds_the_workflows_it_names() -> None:
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda entry: f"{entry.task_type}:{entry.name}")
 async def test_every_entry_imports_through_the_mcp_server_unchanged(entry: LibraryWorkflow) -> None:
-    server = build_server(executor=ScriptedExecutor())
+    server = build_server(runner=ScriptedRunner())
     async with Client(server.mcp) as client:
         link = CanvasLink(client)
         created = await link.call(
@@ -102,7 +102,7 @@ def _typed_tool_calls(entry: LibraryWorkflow) -> list[tuple[str, dict[str, Any]]
 @pytest.mark.parametrize("task_type", ["code", "math", "qa", "general"])
 async def test_classic_is_the_graph_the_typed_tools_built_before(task_type: str) -> None:
     entry = LIBRARY[task_type]["classic"]
-    server = build_server(executor=ScriptedExecutor())
+    server = build_server(runner=ScriptedRunner())
     async with Client(server.mcp) as client:
         link = CanvasLink(client)
         created = await link.create(TaskSpec(problem="a task", task_type=task_type), {"execute_each_step": False})
@@ -113,20 +113,20 @@ async def test_classic_is_the_graph_the_typed_tools_built_before(task_type: str)
 
 
 async def test_a_named_template_runs_its_library_workflow_once_through_the_tools() -> None:
-    executor = ScriptedExecutor()
-    server = build_server(executor=executor)
+    runner = ScriptedRunner()
+    server = build_server(runner=runner)
     async with Client(server.mcp) as client:
         result = await TemplateDirector("sample4-exec").run(CODE_TASK, client)
     assert result.director == "template:sample4-exec"
     assert result.error is None and result.finished
     assert result.dsl == "Programmer{4} -> ScEnsemble" == result.answer  # the double answers with the DSL it ran
-    assert len(executor.calls) == 1 and executor.calls[0].graph.stages[0].samples == 4  # type: ignore[union-attr]
+    assert len(runner.calls) == 1 and runner.calls[0].graph.stages[0].samples == 4  # type: ignore[union-attr]
     assert result.llm_calls == 2 and result.tokens == 20  # one call and 10 tokens per node from the double
 
 
 async def test_plain_template_runs_the_default_of_each_task_type() -> None:
     assert DEFAULT_WORKFLOW == {"code": "direct8-exec", "math": "direct-sc8", "qa": "direct-sc5", "general": "classic"}
-    server = build_server(executor=ScriptedExecutor())
+    server = build_server(runner=ScriptedRunner())
     async with Client(server.mcp) as client:
         result = await TemplateDirector().run(CODE_TASK, client)
     assert result.director == "template"
@@ -142,11 +142,11 @@ def test_an_unknown_name_is_refused_with_the_library_names() -> None:
 
 
 async def test_a_name_missing_for_the_task_type_is_an_episode_error_naming_the_valid_ones() -> None:
-    executor = ScriptedExecutor()
-    server = build_server(executor=executor)
+    runner = ScriptedRunner()
+    server = build_server(runner=runner)
     async with Client(server.mcp) as client:
         result = await TemplateDirector("pot4-vote").run(CODE_TASK, client)  # a math workflow on a code task
-    assert result.answer is None and not executor.calls
+    assert result.answer is None and not runner.calls
     assert result.error is not None and "no workflow 'pot4-vote' for task type 'code'" in result.error
     assert "sample4-exec" in result.error
 
@@ -180,7 +180,7 @@ async def test_a_direct_entry_draws_direct_s_own_call_first_then_samples_it() ->
     backend = ScriptedBackend(rules=[lambda request: next(replies)])
     baseline = ScriptedBackend(["so \\boxed{7}"])
     direct = await DirectDirector(baseline).run(MATH_TASK)
-    server = build_server(executor=WorkflowEngine(default_registry(), backend))
+    server = build_server(runner=WorkflowEngine(default_registry(), backend))
     async with Client(server.mcp) as client:
         result = await TemplateDirector("direct-sc4").run(MATH_TASK, client)
     assert result.error is None and result.answer == direct.answer == "so \\boxed{7}"

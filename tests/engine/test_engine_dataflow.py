@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowsteer_mcp.canvas.execution import ExecutionReport, WorkflowExecutor
+from flowsteer_mcp.canvas.execution import ExecutionReport, WorkflowRunner
 from flowsteer_mcp.canvas.model import Stage, WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from tests.engine.doubles import TOKENS_PER_CALL, make_harness, op, parallel
@@ -14,9 +14,9 @@ def graph(*stages: Stage) -> WorkflowGraph:
     return WorkflowGraph(stages=list(stages), next_index=len(stages) + 1)
 
 
-def test_engine_satisfies_the_canvas_executor_protocol() -> None:
-    executor: WorkflowExecutor = make_harness().engine
-    assert callable(executor.run)
+def test_engine_satisfies_the_canvas_runner_protocol() -> None:
+    runner: WorkflowRunner = make_harness().engine
+    assert callable(runner.run)
 
 
 async def test_empty_graph_reports_empty() -> None:

@@ -89,7 +89,7 @@ async def test_a_rejected_revision_keeps_the_input_and_says_so_on_the_trace() ->
     assert "revision rejected" in revise_row.note and "input kept" in revise_row.note
 
 
-class DegradedExecutorDouble:
+class DegradedRunnerDouble:
     """Reports a degraded run: the answer of an earlier stage, and the error of the failed last one."""
 
     async def run(self, graph: WorkflowGraph, task: TaskSpec, *, progress: object = None) -> ExecutionReport:
@@ -107,7 +107,7 @@ async def test_finish_accepts_a_degraded_run_and_records_its_answer() -> None:
     state = CanvasState(
         task=TaskSpec(problem="What is 6*7?", task_type="math"), options=CanvasOptions(finish="relaxed")
     )
-    canvas = Canvas(state, default_registry(), DegradedExecutorDouble())
+    canvas = Canvas(state, default_registry(), DegradedRunnerDouble())
     step = await canvas.edit(AddStage(stage=OperatorBlueprint(operator="Custom", prompt="Answer with the number.")))
     assert step.execution is not None
     assert (step.execution.status, step.execution.ok, step.execution.output) == ("degraded", True, "42")

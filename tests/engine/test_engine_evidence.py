@@ -167,7 +167,7 @@ async def test_mcp_clients_get_the_evidence_in_the_structured_execution() -> Non
 
     registry = default_registry()
     engine = WorkflowEngine(registry, ScriptedBackend(rules=[three_of_four_answers]), sampled_reasks=0)
-    server = build_server(ServerSettings(), registry=registry, executor=engine, store=MemoryStore())
+    server = build_server(ServerSettings(), registry=registry, runner=engine, store=MemoryStore())
     async with Client(server.mcp) as client:
         tools = ToolCaller(client)
         workflow_id = await tools.create(MATH_TASK.problem, task_type="math", options={"finish": "relaxed"})

@@ -7,7 +7,7 @@ from flowsteer_mcp.canvas.kinds import KINDS, FallbackStage
 from flowsteer_mcp.canvas.model import Stage, WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.engine.context import planned_total
-from flowsteer_mcp.engine.kinds import EXECUTORS
+from flowsteer_mcp.engine.kinds import STAGE_RUNNERS
 from tests.engine.doubles import make_harness, op
 
 TASK = TaskSpec(problem="What is 2 + 2?", task_type="math")
@@ -25,8 +25,8 @@ def rows(report: ExecutionReport) -> list[tuple[str, bool, bool]]:
     return [(r.node_id, r.ok, r.skipped) for r in report.trace]
 
 
-def test_every_canvas_kind_has_an_executor() -> None:
-    assert set(EXECUTORS) == set(KINDS)
+def test_every_canvas_kind_has_a_stage_runner() -> None:
+    assert set(STAGE_RUNNERS) == set(KINDS)
 
 
 async def test_a_failed_attempt_runs_the_fallback() -> None:

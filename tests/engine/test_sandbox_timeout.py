@@ -10,7 +10,7 @@ from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.engine import WorkflowEngine
 from flowsteer_mcp.engine.node_call import CallSettings
-from flowsteer_mcp.executor import build_executor
+from flowsteer_mcp.runner_choice import build_runner
 from operators.backends.config import ConfigError, parse_config
 from operators.backends.scripted import ScriptedBackend
 from operators.base import (
@@ -103,12 +103,12 @@ async def test_a_configured_sandbox_timeout_reaches_the_operator(
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "flowsteer.toml"
     path.write_text(CONFIG, encoding="utf-8")
-    executor = build_executor(probe_registry(), path)
-    report = await executor.run(GRAPH, TASK)
+    runner = build_runner(probe_registry(), path)
+    report = await runner.run(GRAPH, TASK)
     assert report.output == "2.5"
-    assert isinstance(executor, WorkflowEngine)
-    assert (executor._settings.call_timeout_s, executor.run_timeout_s) == (901, 1800)  # the other [engine] limits
-    assert (executor._settings.max_reasks, executor._settings.sampled_reasks) == (3, 0)
+    assert isinstance(runner, WorkflowEngine)
+    assert (runner._settings.call_timeout_s, runner.run_timeout_s) == (901, 1800)  # the other [engine] limits
+    assert (runner._settings.max_reasks, runner._settings.sampled_reasks) == (3, 0)
 
 
 def test_the_engine_table_is_optional_and_validated() -> None:

@@ -18,14 +18,14 @@ from mcp import Client
 
 from flowsteer_mcp.engine import WorkflowEngine
 from flowsteer_mcp.server import ServerSettings, build_server
-from flowsteer_mcp.server.app import WorkflowExecutor
+from flowsteer_mcp.server.app import WorkflowRunner
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.backends.scripted import ScriptedBackend
 from operators.library import BUILTIN_OPERATORS
 from operators.registry import OperatorRegistry
 from operators.specs import BUILTIN_SPECS
 from tests.operators.test_registry_plugins import _install_plugin
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller, entered_in_own_task
 from training.reward import compute_reward
 
@@ -66,8 +66,8 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OperatorRegistr
 
 
 @asynccontextmanager
-async def serve(registry: OperatorRegistry, executor: WorkflowExecutor) -> AsyncIterator[ToolCaller]:
-    server = build_server(ServerSettings(), registry=registry, executor=executor, store=MemoryStore())
+async def serve(registry: OperatorRegistry, runner: WorkflowRunner) -> AsyncIterator[ToolCaller]:
+    server = build_server(ServerSettings(), registry=registry, runner=runner, store=MemoryStore())
     async with entered_in_own_task(Client(server.mcp)) as client:
         yield ToolCaller(client)
 
@@ -102,7 +102,7 @@ async def test_plugin_checker_is_a_conditional_check_that_runs_in_the_engine(reg
 async def test_plugin_checker_satisfies_the_paper_gate_gets_hints_and_counts_in_the_reward(
     registry: OperatorRegistry,
 ) -> None:
-    async with serve(registry, ScriptedExecutor()) as tools:
+    async with serve(registry, ScriptedRunner()) as tools:
         workflow_id = await tools.create(**CODE_TASK)
         await tools.ok("add_operator", workflow_id=workflow_id, operator="Programmer", prompt="Write f in Python.")
         step = await tools.ok(

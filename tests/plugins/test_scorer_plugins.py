@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.director.direct import DirectDirector
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
@@ -115,7 +115,7 @@ async def test_an_evaluation_episode_poses_and_grades_a_plugged_in_type(tmp_path
         prompts.append(request.messages[-1].content)
         return "Silent"
 
-    server = build_server(ServerSettings(), executor=NoExecutor(), store=MemoryStore())
+    server = build_server(ServerSettings(), runner=NoRunner(), store=MemoryStore())
     director = DirectDirector(ScriptedBackend(rules=[executor]))
     item = await run_episode(director, problem, make_client=in_process_clients(server.mcp))
 

@@ -1,7 +1,7 @@
-"""Fixtures for the MCP server tests: an in-process server with a scripted executor and an in-memory client.
+"""Fixtures for the MCP server tests: an in-process server with a scripted runner and an in-memory client.
 
 Building an MCPServer costs ~0.2 s (tool schemas), so tests share one server with default settings and start
-each test from an empty workbench and a reset executor. Tests that need other settings build their own
+each test from an empty workbench and a reset runner. Tests that need other settings build their own
 server with `connect(settings)`. Tests that call a tool function alone use `kit` (the server's state, on a
 server with no tools) and `tool_context`.
 """
@@ -28,7 +28,7 @@ from flowsteer_mcp.server.toolkit import ToolKit
 from flowsteer_mcp.server.workbench import Workbench
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry, default_registry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller, entered_in_own_task
 
 Connect = Callable[..., AbstractAsyncContextManager[ToolCaller]]
@@ -40,23 +40,23 @@ def registry() -> OperatorRegistry:
 
 
 @pytest.fixture(scope="session")
-def shared_executor() -> ScriptedExecutor:
-    return ScriptedExecutor()
+def shared_runner() -> ScriptedRunner:
+    return ScriptedRunner()
 
 
 @pytest.fixture(scope="session")
-def shared_app(registry: OperatorRegistry, shared_executor: ScriptedExecutor) -> FlowSteerServer:
-    return build_server(ServerSettings(), registry=registry, executor=shared_executor, store=MemoryStore())
+def shared_app(registry: OperatorRegistry, shared_runner: ScriptedRunner) -> FlowSteerServer:
+    return build_server(ServerSettings(), registry=registry, runner=shared_runner, store=MemoryStore())
 
 
 @pytest.fixture
-def executor(shared_executor: ScriptedExecutor) -> ScriptedExecutor:
-    shared_executor.reset()
-    return shared_executor
+def runner(shared_runner: ScriptedRunner) -> ScriptedRunner:
+    shared_runner.reset()
+    return shared_runner
 
 
 @pytest.fixture
-async def app(shared_app: FlowSteerServer, executor: ScriptedExecutor) -> AsyncIterator[FlowSteerServer]:
+async def app(shared_app: FlowSteerServer, runner: ScriptedRunner) -> AsyncIterator[FlowSteerServer]:
     assert await shared_app.bench.list() == [], "a previous test left workflows behind"
     yield shared_app
     for record in await shared_app.bench.list():
@@ -71,16 +71,16 @@ async def tools(app: FlowSteerServer) -> AsyncIterator[ToolCaller]:
 
 @pytest.fixture
 def connect(registry: OperatorRegistry) -> Connect:
-    """`async with connect(settings, executor=...) as tools:` a private server (use inside the test body)."""
+    """`async with connect(settings, runner=...) as tools:` a private server (use inside the test body)."""
 
     @asynccontextmanager
     async def connected(
-        settings: ServerSettings | None = None, *, executor: ScriptedExecutor | None = None
+        settings: ServerSettings | None = None, *, runner: ScriptedRunner | None = None
     ) -> AsyncIterator[ToolCaller]:
         server = build_server(
             settings or ServerSettings(),
             registry=registry,
-            executor=executor or ScriptedExecutor(),
+            runner=runner or ScriptedRunner(),
             store=MemoryStore(),
         )
         async with Client(server.mcp) as client:
@@ -113,7 +113,7 @@ def tool_context(kit: ToolKit, session: ProgressSink) -> Context:
 @pytest.fixture
 def kit(registry: OperatorRegistry) -> ToolKit:
     settings = ServerSettings()
-    bench = Workbench(MemoryStore(), registry, ScriptedExecutor(), max_workflows=8, ttl_s=60.0)
+    bench = Workbench(MemoryStore(), registry, ScriptedRunner(), max_workflows=8, ttl_s=60.0)
     return ToolKit(
         MCPServer("direct"), bench, JobBoard(max_running=1), settings, ObservationBuilder.default(), ToolArguments()
     )

@@ -37,7 +37,7 @@ def trace_rows(run: dict[str, Any]) -> list[tuple[str, str, bool, bool]]:
 async def test_fallback_through_act_and_add_structure(registry: OperatorRegistry) -> None:
     switch = AttemptSwitch()
     engine = WorkflowEngine(registry, ScriptedBackend(rules=[switch]), memo=None)  # each run asks the backend
-    server = build_server(ServerSettings(), registry=registry, executor=engine, store=MemoryStore())
+    server = build_server(ServerSettings(), registry=registry, runner=engine, store=MemoryStore())
     async with Client(server.mcp) as client:
         tools = ToolCaller(client)
         by_act = await tools.create(options={"prompt_turns": False})

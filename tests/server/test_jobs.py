@@ -1,6 +1,6 @@
 """Background jobs through the MCP tools: started at once, polled, cancelled; the same results as a direct call.
 
-The executor double holds each run open (`hold_s`), so a job is observably running while the test polls it.
+The runner double holds each run open (`hold_s`), so a job is observably running while the test polls it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.server.jobs import JobBoard, JobError, JobNotFound
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller, result_text
 
 ADD_CUSTOM = "<action>add</action><operator>Custom</operator><prompt>Solve it carefully.</prompt>"
@@ -32,9 +32,9 @@ async def wait_for(tools: ToolCaller, job_id: str) -> dict[str, Any]:
 
 
 async def test_a_job_returns_at_once_and_ends_with_the_direct_calls_result(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.hold_s = 1.0
+    runner.hold_s = 1.0
     workflow_id = await tools.create()
     with anyio.fail_after(0.9):
         started = await tools.ok("start_job", name="act", arguments={"workflow_id": workflow_id, "text": ADD_CUSTOM})
@@ -48,16 +48,16 @@ async def test_a_job_returns_at_once_and_ends_with_the_direct_calls_result(
     step = done["result"]
     assert step["ok"] is True and step["state"]["dsl"] == "Custom" and step["execution"]["output"] == "Custom"
     other = await tools.create()
-    executor.hold_s = 0.0
+    runner.hold_s = 0.0
     assert set(step) == set(await tools.act(other, ADD_CUSTOM)), "the result a direct act returns"
     assert (await tools.detail(workflow_id))["state"]["round"] == 1
     assert done["message"].startswith("act completed in ")
 
 
 async def test_while_a_job_runs_reads_answer_at_once_and_edits_are_refused_with_its_id(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.hold_s = 2.0
+    runner.hold_s = 2.0
     workflow_id = await tools.create()
     job = await tools.ok("start_job", name="act", arguments={"workflow_id": workflow_id, "text": ADD_CUSTOM})
     await anyio.sleep(0.3)
@@ -74,10 +74,8 @@ async def test_while_a_job_runs_reads_answer_at_once_and_edits_are_refused_with_
     assert (await tools.dsl(workflow_id)) == "Custom"
 
 
-async def test_cancelling_a_job_stops_its_step_and_changes_nothing(
-    tools: ToolCaller, executor: ScriptedExecutor
-) -> None:
-    executor.hold_s = 30.0
+async def test_cancelling_a_job_stops_its_step_and_changes_nothing(tools: ToolCaller, runner: ScriptedRunner) -> None:
+    runner.hold_s = 30.0
     workflow_id = await tools.create()
     before = await tools.snapshot(workflow_id)
     job = await tools.ok("start_job", name="act", arguments={"workflow_id": workflow_id, "text": ADD_CUSTOM})
@@ -89,12 +87,12 @@ async def test_cancelling_a_job_stops_its_step_and_changes_nothing(
     assert await tools.snapshot(workflow_id) == before
     again = await tools.error("cancel_job", job_id=job["job_id"])
     assert "already ended (cancelled)" in again
-    executor.hold_s = 0.0
+    runner.hold_s = 0.0
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Plan")  # no longer busy
 
 
 async def test_a_tool_error_fails_the_job_with_the_direct_calls_message(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
     workflow_id = await tools.create()
     direct = await tools.error("add_operator", workflow_id=workflow_id, operator="NoSuchOperator")
@@ -121,7 +119,7 @@ async def test_the_number_of_running_jobs_is_bounded(registry: OperatorRegistry)
     server = build_server(
         ServerSettings(max_running_jobs=2),
         registry=registry,
-        executor=ScriptedExecutor(hold_s=30.0),
+        runner=ScriptedRunner(hold_s=30.0),
         store=MemoryStore(),
     )
     async with Client(server.mcp) as client:
@@ -182,9 +180,7 @@ async def test_a_job_belongs_to_the_identity_that_started_it() -> None:
 
 async def test_mcp_tasks_over_the_2025_11_25_protocol(registry: OperatorRegistry) -> None:
     """The tasks capability, taskSupport, a task-augmented call, tasks/get, tasks/result and tasks/cancel."""
-    server = build_server(
-        ServerSettings(), registry=registry, executor=ScriptedExecutor(hold_s=0.5), store=MemoryStore()
-    )
+    server = build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(hold_s=0.5), store=MemoryStore())
     async with Client(server.mcp, mode="legacy") as client:
         assert client.protocol_version == "2025-11-25"
         tasks = client.server_capabilities.tasks if client.server_capabilities else None
@@ -222,7 +218,7 @@ async def test_a_long_poll_sends_the_jobs_activity_as_progress(registry: Operato
     server = build_server(
         ServerSettings(progress_interval_s=0.2),
         registry=registry,
-        executor=ScriptedExecutor(hold_s=1.5),
+        runner=ScriptedRunner(hold_s=1.5),
         store=MemoryStore(),
     )
     heard: list[tuple[float, str | None]] = []

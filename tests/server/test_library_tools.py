@@ -8,7 +8,7 @@ from typing import Any
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.library import DEFAULT_WORKFLOW, LIBRARY
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller
 
 ADD = "Write add(a, b) that returns a + b."
@@ -37,14 +37,12 @@ async def test_the_library_is_listed_per_task_type_with_its_measurements(tools: 
     assert document == listing
 
 
-async def test_create_workflow_starts_from_a_library_entry_by_name(
-    tools: ToolCaller, executor: ScriptedExecutor
-) -> None:
+async def test_create_workflow_starts_from_a_library_entry_by_name(tools: ToolCaller, runner: ScriptedRunner) -> None:
     created = await tools.ok(
         "create_workflow", task=ADD, task_type="code", entry_point="add", public_tests=TESTS, library_workflow="default"
     )
     assert created["state"]["dsl"] == "Programmer{8} -> ScEnsemble" and created["state"]["round"] == 0
-    assert executor.calls == [], "created, not run"
+    assert runner.calls == [], "created, not run"
     named = await tools.ok("create_workflow", task="What is 6 * 7?", task_type="math", library_workflow="pot4-vote")
     assert named["state"]["dsl"] == "Programmer{4} -> ScEnsemble"
     detail = await tools.detail(named["workflow_id"])
@@ -59,12 +57,12 @@ async def test_create_workflow_starts_from_a_library_entry_by_name(
 
 
 async def test_solve_answers_in_one_call_with_the_workflow_trace_usage_and_measurements(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
     def answer(graph: WorkflowGraph, task: TaskSpec) -> str:
         return "42"
 
-    executor.answer = answer
+    runner.answer = answer
     solved = await tools.ok("solve", task="What is 6 * 7?", task_type="math")
     assert (solved["workflow"], solved["dsl"], solved["answer"], solved["status"]) == (
         "direct-sc8",
@@ -76,13 +74,13 @@ async def test_solve_answers_in_one_call_with_the_workflow_trace_usage_and_measu
     assert solved["usage"]["tokens"] == sum(row["tokens"] for row in solved["trace"]) > 0
     assert [row["node_id"] for row in solved["trace"]] == ["node_1", "node_2"]
     assert solved["measured"] and all(m["dataset"] == "gsm8k" for m in solved["measured"])
-    assert executor.dsls == ["Custom{8} -> ScEnsemble"], "one run"
+    assert runner.dsls == ["Custom{8} -> ScEnsemble"], "one run"
     detail = await tools.detail(solved["workflow_id"])
     assert detail["end"]["final_answer"] == "42" and detail["state"]["status"] == "finished"
 
 
-async def test_solve_runs_as_a_background_job_like_any_long_call(tools: ToolCaller, executor: ScriptedExecutor) -> None:
-    executor.hold_s = 0.3
+async def test_solve_runs_as_a_background_job_like_any_long_call(tools: ToolCaller, runner: ScriptedRunner) -> None:
+    runner.hold_s = 0.3
     job = await tools.ok(
         "start_job", name="solve", arguments={"task": ADD, "entry_point": "add", "public_tests": TESTS}
     )

@@ -21,7 +21,7 @@ async def runs(registry: OperatorRegistry, memo_scope: MemoScope) -> list[tuple[
     """(tokens, cache hits) of: workflow A run twice, then workflow B, identical to A, run once."""
     backend = ScriptedBackend(rules=[lambda request: "The answer is \\boxed{42}."])
     engine = WorkflowEngine(registry, backend, memo_scope=memo_scope)
-    server = build_server(ServerSettings(), registry=registry, executor=engine, store=MemoryStore())
+    server = build_server(ServerSettings(), registry=registry, runner=engine, store=MemoryStore())
     seen: list[tuple[int, int]] = []
     async with Client(server.mcp) as client:
         tools = ToolCaller(client)
@@ -55,7 +55,7 @@ async def concurrent_runs(registry: OperatorRegistry, memo_scope: MemoScope, cou
     """Tokens charged to each of `count` identical workflows run at once, and the requests the executor got."""
     backend = ScriptedBackend(rules=[lambda request: "The answer is \\boxed{42}."])
     engine = WorkflowEngine(registry, backend, memo_scope=memo_scope)
-    server = build_server(ServerSettings(), registry=registry, executor=engine, store=MemoryStore())
+    server = build_server(ServerSettings(), registry=registry, runner=engine, store=MemoryStore())
     tokens = [0] * count
     async with Client(server.mcp) as client:
         tools = ToolCaller(client)

@@ -12,7 +12,7 @@ from mcp import Client
 
 from flowsteer_mcp.canvas.actions import AddStage
 from flowsteer_mcp.canvas.blueprint import OperatorBlueprint
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState
 from flowsteer_mcp.server import ServerSettings, build_server
@@ -20,7 +20,7 @@ from flowsteer_mcp.server.workbench import Workbench
 from flowsteer_mcp.store.base import open_store
 from flowsteer_mcp.store.sqlite import SQLiteStore
 from operators.registry import OperatorRegistry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import REPO_ROOT, HttpServerProcess, ToolCaller, http_client, server_command, server_env
 
 TOKEN = "persist-token"
@@ -111,9 +111,7 @@ async def test_server_restart_in_process_keeps_every_edit(tmp_path: Path, regist
     database = tmp_path / "nested" / "wf.sqlite"
 
     def server() -> Any:
-        return build_server(
-            ServerSettings(), registry=registry, executor=ScriptedExecutor(), store=SQLiteStore(database)
-        )
+        return build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(), store=SQLiteStore(database))
 
     first = server()
     async with Client(first.mcp) as client:
@@ -145,7 +143,7 @@ async def test_workbench_restart_on_sqlite_keeps_committed_state_only(
 ) -> None:
     path = tmp_path / "bench.sqlite"
     store = SQLiteStore(path)
-    bench = Workbench(store, registry, NoExecutor(), max_workflows=10, ttl_s=60)
+    bench = Workbench(store, registry, NoRunner(), max_workflows=10, ttl_s=60)
     workflow_id, _ = await bench.create(CanvasState(task=TaskSpec(problem="What is 17 * 23?")))
     async with bench.open(workflow_id) as canvas:
         await canvas.edit(AddStage(stage=OperatorBlueprint(operator="Custom", prompt="Solve it carefully.")))
@@ -157,7 +155,7 @@ async def test_workbench_restart_on_sqlite_keeps_committed_state_only(
 
     reopened = SQLiteStore(path)
     try:
-        restarted = Workbench(reopened, registry, NoExecutor(), max_workflows=10, ttl_s=60)
+        restarted = Workbench(reopened, registry, NoRunner(), max_workflows=10, ttl_s=60)
         async with restarted.open(workflow_id, write=False) as canvas:
             assert [n.operator for n in canvas.state.graph.iter_operator_nodes()] == ["Custom"]
             assert canvas.state.graph.stages[0].prompt == "Solve it carefully."  # type: ignore[union-attr]

@@ -19,7 +19,7 @@ from flowsteer_mcp.canvas.validate import CanvasRules
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller, result_text
 
 START_DSL = "Plan -> [Programmer, Custom] -> Verify ? Revise : Format -> (Test -> Revise) * 2"
@@ -183,7 +183,7 @@ act_texts = mostly(st.one_of(near_valid, noisy), arbitrary)
 @pytest.fixture(scope="module")
 def remote(registry: OperatorRegistry) -> Iterator[tuple[BlockingPortal, ToolCaller]]:
     """One server and client for all examples, driven from sync hypothesis tests through a blocking portal."""
-    server = build_server(ServerSettings(), registry=registry, executor=ScriptedExecutor(), store=MemoryStore())
+    server = build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(), store=MemoryStore())
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(Client(server.mcp)) as client:
         yield portal, ToolCaller(client)
 

@@ -30,7 +30,7 @@ from operators.registry import OperatorRegistry
 from tests.server.conftest import ProgressSink, tool_context
 from tests.server.test_solve_policy import TASK, replayed_policy
 from tests.support.openai_stub import OpenAIStub
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 
 
 async def test_list_library_and_its_resource_run_alone() -> None:
@@ -70,7 +70,7 @@ async def test_solve_runs_alone_with_the_library(kit: ToolKit) -> None:
     session = ProgressSink()
     solved = await solve("What is 6 * 7?", tool_context(kit, session), task_type="math")
     assert (solved.director, solved.workflow, solved.status) == ("library", DEFAULT_WORKFLOW["math"], "ok")
-    assert solved.answer == solved.dsl  # the scripted executor answers with the DSL it ran
+    assert solved.answer == solved.dsl  # the scripted runner answers with the DSL it ran
     assert [record.workflow_id for record in await kit.bench.list()] == [solved.workflow_id]
     assert session.reports, "the run reported progress to the caller"
 
@@ -109,7 +109,7 @@ async def test_resources_and_the_prompt_run_alone_on_a_constructed_context(kit: 
 
 
 async def test_each_listed_resource_and_the_prompt_is_what_the_table_declares(registry: OperatorRegistry) -> None:
-    app = build_server(ServerSettings(), registry=registry, executor=ScriptedExecutor(), store=MemoryStore())
+    app = build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(), store=MemoryStore())
     async with Client(app.mcp) as client:
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates

@@ -1,7 +1,7 @@
 """`solve(director="policy")`: the server's Flow-Director designs the workflow on the server's own canvas.
 
 The policy endpoint is a test double (`OpenAIStub`, a real loopback OpenAI-compatible server) that replays a
-fixed dialect episode: add a Custom operator, write its prompt when asked, finish. The executor is the scripted
+fixed dialect episode: add a Custom operator, write its prompt when asked, finish. The runner is the scripted
 double, whose answer is the DSL of the graph it ran, so the answer shows which workflow ran.
 """
 
@@ -23,7 +23,7 @@ from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
 from tests.server.conftest import Connect
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller
 from tests.support.shipped_director import fake_director
 
@@ -51,15 +51,15 @@ def no_shipped_director(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
 
 
 async def test_the_policy_builds_the_workflow_it_wrote_and_solve_returns_its_answer(connect: Connect) -> None:
-    executor = ScriptedExecutor()
+    runner = ScriptedRunner()
     with OpenAIStub(responder=replayed_policy, served_models=["policy-double"]) as stub:
         settings = ServerSettings(policy_url=stub.base_url, policy_model="policy-double")
-        async with connect(settings, executor=executor) as tools:
+        async with connect(settings, runner=runner) as tools:
             result = await tools.ok("solve", task=TASK, task_type="math", director="policy")
             detail = await tools.detail(result["workflow_id"])
     assert result["director"] == "policy" and result["workflow"] == "policy-double"
     assert result["dsl"] == "Custom" == detail["state"]["dsl"]
-    assert result["answer"] == "Custom"  # the scripted executor answers with the DSL it ran
+    assert result["answer"] == "Custom"  # the scripted runner answers with the DSL it ran
     assert result["status"] == "ok" and result["error"] is None
     assert result["turns"] == detail["state"]["round"] >= 2 and detail["end"]["reason"] == "finished"
     assert [row["operator"] for row in result["trace"]] == ["Custom"]
@@ -67,7 +67,7 @@ async def test_the_policy_builds_the_workflow_it_wrote_and_solve_returns_its_ans
     assert result["measured"] == []
     sent = [request.body["messages"][-1]["content"] for request in stub.chat_requests]
     assert len(sent) == len(stub.chat_requests) >= 2 and all(TASK in text for text in sent)
-    assert executor.calls and executor.calls[-1].dsl == "Custom"
+    assert runner.calls and runner.calls[-1].dsl == "Custom"
 
 
 async def test_without_a_policy_the_call_says_which_flag_to_pass_and_changes_nothing(
@@ -91,7 +91,7 @@ async def test_the_library_stays_the_default_director(connect: Connect) -> None:
 
 async def test_read_only_servers_do_not_offer_solve(registry: OperatorRegistry) -> None:
     settings = ServerSettings(read_only=True, policy_url="http://127.0.0.1:9/v1", policy_model="policy-double")
-    server = build_server(settings, registry=registry, executor=ScriptedExecutor(), store=MemoryStore())
+    server = build_server(settings, registry=registry, runner=ScriptedRunner(), store=MemoryStore())
     async with Client(server.mcp) as client:
         assert "solve" not in {tool.name for tool in (await client.list_tools()).tools}
 
@@ -138,7 +138,7 @@ async def test_the_server_serves_the_shipped_director_for_its_lifespan(
         app = build_server(
             ServerSettings(serve_director="local"),
             registry=registry,
-            executor=ScriptedExecutor(),
+            runner=ScriptedRunner(),
             store=MemoryStore(),
             serve_director=serving_double,
         )

@@ -40,7 +40,7 @@ from flowsteer_mcp.server.subscriptions import ResourceSubscriptions, workflow_u
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
 from tests.server.test_stdio import stdio_server
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import MCP_HTTP_TIMEOUT, HttpServerProcess, ToolCaller
 
 RESOURCE_NOT_FOUND = -32002
@@ -249,7 +249,7 @@ async def test_a_closed_session_leaves_nothing_behind(app: FlowSteerServer) -> N
 
 async def test_expiry_is_announced(registry: OperatorRegistry) -> None:
     app = build_server(
-        ServerSettings(workflow_ttl_s=0.2), registry=registry, executor=ScriptedExecutor(), store=MemoryStore()
+        ServerSettings(workflow_ttl_s=0.2), registry=registry, runner=ScriptedRunner(), store=MemoryStore()
     )
     async with legacy(app) as (tools, heard):
         workflow_id = await tools.create()

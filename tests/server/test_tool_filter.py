@@ -10,12 +10,12 @@ from mcp import Client, MCPError
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import server_command, server_env
 
 
 async def offered(settings: ServerSettings, registry: OperatorRegistry) -> set[str]:
-    server = build_server(settings, registry=registry, executor=ScriptedExecutor(), store=MemoryStore())
+    server = build_server(settings, registry=registry, runner=ScriptedRunner(), store=MemoryStore())
     async with Client(server.mcp) as client:
         return {tool.name for tool in (await client.list_tools()).tools}
 
@@ -23,7 +23,7 @@ async def offered(settings: ServerSettings, registry: OperatorRegistry) -> set[s
 async def test_an_allow_list_offers_those_tools_and_no_other(registry: OperatorRegistry) -> None:
     allowed = ["solve", "list_library", "start_job", "get_job"]
     server = build_server(
-        ServerSettings(tools=allowed), registry=registry, executor=ScriptedExecutor(), store=MemoryStore()
+        ServerSettings(tools=allowed), registry=registry, runner=ScriptedRunner(), store=MemoryStore()
     )
     async with Client(server.mcp) as client:
         assert {tool.name for tool in (await client.list_tools()).tools} == set(allowed)

@@ -29,7 +29,7 @@ from flowsteer_mcp.server.tools.views import delete_workflow, get_workflow
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
 from tests.server.conftest import ProgressSink, tool_context
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 
 CANVAS_TOOLS = [
     "create_workflow",
@@ -58,7 +58,7 @@ async def listed_tools(server: MCPServer) -> dict[str, Any]:
 
 
 async def test_each_listed_tool_is_what_its_function_declares(registry: OperatorRegistry) -> None:
-    app = build_server(ServerSettings(), registry=registry, executor=ScriptedExecutor(), store=MemoryStore())
+    app = build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(), store=MemoryStore())
     listed = await listed_tools(app.mcp)
     entries = server_tools()
     assert [entry.fn.__name__ for entry in canvas_tools()] == CANVAS_TOOLS
@@ -122,7 +122,7 @@ async def test_add_structure_offers_the_kinds_registered_before_the_server_is_bu
     registry: OperatorRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(kinds, "STRUCTURES", (*kinds.STRUCTURES, SpiralKind()))
-    app = build_server(ServerSettings(), registry=registry, executor=ScriptedExecutor(), store=MemoryStore())
+    app = build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(), store=MemoryStore())
     tool = (await listed_tools(app.mcp))["add_structure"]
     structure = tool.input_schema["properties"]["structure"]
     assert structure["enum"] == ["parallel", "conditional", "loop", "fallback", "spiral"]

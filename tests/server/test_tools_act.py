@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller
 
 PROMPT_A = "Outline the steps needed to solve the problem."
@@ -39,7 +39,7 @@ async def wasted_turn(tools: ToolCaller, workflow_id: str, text: str, error_code
 
 
 async def test_add_with_prompt_turn_applies_only_when_the_prompt_arrives(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
     workflow_id = await tools.create()
     asked = await tools.act(workflow_id, add("Plan"))
@@ -55,7 +55,7 @@ async def test_add_with_prompt_turn_applies_only_when_the_prompt_arrives(
     }
     assert asked["state"]["dsl"] == "" and asked["state"]["round"] == 1
     assert "[Prompt Request]: write the prompt for node_1 (Plan" in asked["feedback"]
-    assert executor.calls == []
+    assert runner.calls == []
     done = await tools.act(workflow_id, f"<think>what should Plan do?</think>{PROMPT_A}")
     assert done["ok"] is True
     assert done["state"]["status"] == "building" and done["state"]["awaiting_prompt_for"] is None
@@ -71,7 +71,7 @@ async def test_add_with_prompt_turn_applies_only_when_the_prompt_arrives(
             "prompt": PROMPT_A,
         }
     ]
-    assert executor.dsls == ["Plan"]
+    assert runner.dsls == ["Plan"]
     assert done["execution"]["ok"] is True and done["execution"]["output"] == "Plan"
 
 
@@ -105,7 +105,7 @@ async def test_first_action_wins(tools: ToolCaller) -> None:
     assert step["state"]["dsl"] == "Programmer"
 
 
-async def test_parallel_asks_one_prompt_per_branch(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_parallel_asks_one_prompt_per_branch(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create()
     step = await tools.act(
         workflow_id, "<action>add</action><structure>parallel</structure><operators>Programmer, Custom</operators>"
@@ -126,14 +126,14 @@ async def test_parallel_asks_one_prompt_per_branch(tools: ToolCaller, executor: 
         2,
         2,
     )
-    assert step["state"]["dsl"] == "" and executor.calls == []
+    assert step["state"]["dsl"] == "" and runner.calls == []
     assert "Prompt recorded for node_1_p0" in step["message"]
     step = await tools.act(workflow_id, f"<prompt>{PROMPT_A}</prompt>")
     assert step["state"]["dsl"] == "[Programmer, Custom]"
     prompts = {n["id"]: n["prompt"] for n in step["state"]["nodes"]}
     assert prompts == {"node_1": None, "node_1_p0": PROMPT_B, "node_1_p1": PROMPT_A}
     assert step["state"]["round"] == 3
-    assert executor.dsls == ["[Programmer, Custom]"]
+    assert runner.dsls == ["[Programmer, Custom]"]
 
 
 @pytest.mark.parametrize(
@@ -253,7 +253,7 @@ async def test_conditional_alias_ids_through_act(tools: ToolCaller) -> None:
     assert step["ok"] is True and step["state"]["dsl"] == "Verify ? Revise : done"
 
 
-async def test_cancel_abandons_the_pending_edit(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_cancel_abandons_the_pending_edit(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create()
     await tools.act(workflow_id, add("Custom", prompt=PROMPT_B))
     before = await tools.snapshot(workflow_id)
@@ -267,7 +267,7 @@ async def test_cancel_abandons_the_pending_edit(tools: ToolCaller, executor: Scr
     assert after["graph"] == before["graph"]
     assert after["status"] == "building" and after["awaiting_prompt_for"] is None
     assert after["round"] == before["round"] + 3
-    assert executor.dsls == ["Custom"]
+    assert runner.dsls == ["Custom"]
     # a later add gets the next id: the cancelled structure consumed none
     step = await tools.act(workflow_id, add("Format", prompt="Return only the number."))
     assert [n["id"] for n in step["state"]["nodes"]] == ["node_1", "node_2"]
@@ -357,15 +357,15 @@ async def test_invalid_prompt_turns_keep_the_request_pending(
     ],
 )
 async def test_invalid_turns_waste_a_round_and_change_nothing(
-    tools: ToolCaller, executor: ScriptedExecutor, text: str, code: str, phrase: str
+    tools: ToolCaller, runner: ScriptedRunner, text: str, code: str, phrase: str
 ) -> None:
     workflow_id = await tools.create()
     await tools.act(workflow_id, add("Custom", prompt=PROMPT_B))
-    runs = len(executor.calls)
+    runs = len(runner.calls)
     step = await wasted_turn(tools, workflow_id, text, code)
     assert phrase in step["message"]
     assert step["state"]["awaiting_prompt_for"] is None, "a rejected add must never open a prompt turn"
-    assert len(executor.calls) == runs
+    assert len(runner.calls) == runs
 
 
 async def test_lenient_mode_off_by_default_and_reported_when_on(tools: ToolCaller) -> None:
@@ -391,7 +391,7 @@ async def test_lenient_mode_off_by_default_and_reported_when_on(tools: ToolCalle
     assert "[Parser]: lenient fallback used" in rejected["feedback"]
 
 
-async def test_round_budget_exhaustion_ends_the_episode(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_round_budget_exhaustion_ends_the_episode(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create(options={"max_rounds": 3})
     first = await tools.act(workflow_id, add("Custom", prompt=PROMPT_B))
     second = await tools.act(workflow_id, "nonsense")
@@ -401,7 +401,7 @@ async def test_round_budget_exhaustion_ends_the_episode(tools: ToolCaller, execu
     assert last["end_reason"] == "budget_exhausted"
     assert last["state"]["status"] == "exhausted" and last["state"]["awaiting_prompt_for"] is None
     assert last["state"]["round"] == 3
-    assert last["final_answer"] == "Custom" == executor.dsls[-1]
+    assert last["final_answer"] == "Custom" == runner.dsls[-1]
     assert "Budget exhausted" in last["feedback"] and "[BLOCK_FINISH]" not in last["feedback"]
     detail = await tools.detail(workflow_id)
     assert detail["end"]["reason"] == "budget_exhausted" and detail["end"]["round"] == 3

@@ -9,7 +9,7 @@ import pytest
 from flowsteer_mcp.canvas.options import CanvasLimits
 from flowsteer_mcp.server import ServerSettings
 from tests.server.conftest import Connect
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller
 
 PROMPT = "Solve the problem step by step."
@@ -38,9 +38,7 @@ async def build(tools: ToolCaller, *stages: dict[str, Any]) -> str:
     return workflow_id
 
 
-async def test_add_operator_appends_inserts_and_uses_one_round_each(
-    tools: ToolCaller, executor: ScriptedExecutor
-) -> None:
+async def test_add_operator_appends_inserts_and_uses_one_round_each(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create()
     first = await tools.ok("add_operator", workflow_id=workflow_id, operator="custom", prompt=f"  {PROMPT}  ")
     assert first["ok"] is True and first["message"] == "Added Custom as node_1 (appended)."
@@ -50,7 +48,7 @@ async def test_add_operator_appends_inserts_and_uses_one_round_each(
     assert second["state"]["dsl"] == "Plan -> Custom"
     assert second["state"]["round"] == 2 and second["state"]["awaiting_prompt_for"] is None
     assert second["state"]["nodes"][0]["prompt"] is None  # typed tools never open prompt turns
-    assert executor.dsls == ["Custom", "Plan -> Custom"]
+    assert runner.dsls == ["Custom", "Plan -> Custom"]
     assert second["execution"]["output"] == "Plan -> Custom"
     detail = await tools.detail(workflow_id)
     assert detail["history_length"] == 2

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import MCPError
 
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import CanvasLimits, TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState
@@ -20,7 +20,7 @@ from flowsteer_mcp.store.memory import MemoryStore
 from flowsteer_mcp.store.sqlite import SQLiteStore
 from operators.registry import OperatorRegistry
 from tests.server.conftest import Connect
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller
 
 
@@ -74,7 +74,7 @@ async def test_prompt_and_act_limits_come_from_the_server_settings(connect: Conn
 
 async def test_idle_workflows_expire_from_a_memory_store(registry: OperatorRegistry) -> None:
     clock = FakeClock()
-    bench = Workbench(MemoryStore(), registry, NoExecutor(), max_workflows=10, ttl_s=60, clock=clock)
+    bench = Workbench(MemoryStore(), registry, NoRunner(), max_workflows=10, ttl_s=60, clock=clock)
     idle, _ = await bench.create(new_state("idle"))
     busy, _ = await bench.create(new_state("busy"))
     clock.advance(45)
@@ -92,7 +92,7 @@ async def test_idle_workflows_expire_from_a_memory_store(registry: OperatorRegis
 
 async def test_expiry_frees_room_for_new_workflows(registry: OperatorRegistry) -> None:
     clock = FakeClock()
-    bench = Workbench(MemoryStore(), registry, NoExecutor(), max_workflows=1, ttl_s=60, clock=clock)
+    bench = Workbench(MemoryStore(), registry, NoRunner(), max_workflows=1, ttl_s=60, clock=clock)
     await bench.create(new_state())
     with pytest.raises(WorkbenchFull):
         await bench.create(new_state())
@@ -103,7 +103,7 @@ async def test_expiry_frees_room_for_new_workflows(registry: OperatorRegistry) -
 
 async def test_a_workflow_in_use_never_expires_under_its_holder(registry: OperatorRegistry) -> None:
     clock = FakeClock()
-    bench = Workbench(MemoryStore(), registry, NoExecutor(), max_workflows=10, ttl_s=60, clock=clock)
+    bench = Workbench(MemoryStore(), registry, NoRunner(), max_workflows=10, ttl_s=60, clock=clock)
     workflow_id, _ = await bench.create(new_state())
     async with bench.open(workflow_id) as canvas:
         clock.advance(500)
@@ -121,7 +121,7 @@ async def test_persistent_workflows_are_only_evicted_from_the_cache(
     assert isinstance(tmp_path, Path)
     clock = FakeClock()
     store = SQLiteStore(tmp_path / "wf.sqlite")
-    bench = Workbench(store, registry, NoExecutor(), max_workflows=10, ttl_s=60, clock=clock)
+    bench = Workbench(store, registry, NoRunner(), max_workflows=10, ttl_s=60, clock=clock)
     try:
         workflow_id, _ = await bench.create(new_state("kept on disk"))
         clock.advance(61)
@@ -132,8 +132,8 @@ async def test_persistent_workflows_are_only_evicted_from_the_cache(
         await store.close()
 
 
-async def test_concurrent_calls_on_one_workflow_are_serialised(tools: ToolCaller, executor: ScriptedExecutor) -> None:
-    executor.hold_s = 0.02
+async def test_concurrent_calls_on_one_workflow_are_serialised(tools: ToolCaller, runner: ScriptedRunner) -> None:
+    runner.hold_s = 0.02
     workflow_id = await tools.create(options={"max_rounds": 50})
     results: list[dict[str, object]] = []
 
@@ -150,7 +150,7 @@ async def test_concurrent_calls_on_one_workflow_are_serialised(tools: ToolCaller
         for k in range(6):
             group.start_soon(act, k)
             group.start_soon(typed, k)
-    assert executor.max_active == 1, "two runs of the same workflow overlapped"
+    assert runner.max_active == 1, "two runs of the same workflow overlapped"
     rounds = sorted(r["state"]["round"] for r in results)  # type: ignore[index]
     assert rounds == list(range(1, 13))
     detail = await tools.detail(workflow_id)
@@ -168,10 +168,8 @@ async def test_concurrent_calls_on_one_workflow_are_serialised(tools: ToolCaller
         assert len(state["dsl"].split(" -> ")) == state["round"]
 
 
-async def test_different_workflows_run_concurrently_without_leaking(
-    tools: ToolCaller, executor: ScriptedExecutor
-) -> None:
-    executor.hold_s = 0.05
+async def test_different_workflows_run_concurrently_without_leaking(tools: ToolCaller, runner: ScriptedRunner) -> None:
+    runner.hold_s = 0.05
     operators = ["Plan", "Custom", "Programmer", "Review"]
     workflow_ids = [await tools.create(f"Task {k}") for k in range(len(operators))]
 
@@ -182,25 +180,25 @@ async def test_different_workflows_run_concurrently_without_leaking(
     async with anyio.create_task_group() as group:
         for workflow_id, operator in zip(workflow_ids, operators, strict=True):
             group.start_soon(edit, workflow_id, operator)
-    assert executor.max_active > 1, "different workflows should not wait for each other"
+    assert runner.max_active > 1, "different workflows should not wait for each other"
     for workflow_id, operator in zip(workflow_ids, operators, strict=True):
         assert await tools.dsl(workflow_id) == f"{operator} -> {operator}"
-    for call in executor.calls:
+    for call in runner.calls:
         names = set(call.dsl.split(" -> "))
         assert len(names) == 1, f"a run mixed two workflows: {call.dsl}"
         assert call.task.problem == f"Task {operators.index(names.pop())}"
 
 
-async def test_a_cancelled_call_leaves_the_workflow_unchanged(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_a_cancelled_call_leaves_the_workflow_unchanged(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create()
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
     before = await tools.snapshot(workflow_id)
-    executor.hold_s = 30
+    runner.hold_s = 30
     with pytest.raises(MCPError):
         await tools.client.call_tool(
             "add_operator", {"workflow_id": workflow_id, "operator": "Format"}, read_timeout_seconds=0.3
         )
-    executor.hold_s = 0
+    runner.hold_s = 0
     assert await tools.snapshot(workflow_id) == before
     step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Format")
     assert step["state"]["round"] == before["round"] + 1

@@ -15,7 +15,7 @@ from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.registry import OperatorRegistry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller, result_text
 
 FULL_DSL = "Plan -> [Programmer, Custom] -> ScEnsemble -> Verify ? Revise : done -> Format"
@@ -65,7 +65,7 @@ def assert_strictly_increasing(events: list[Progress]) -> None:
     assert all(total is None or progress <= total for progress, total, _ in events), events
 
 
-async def test_run_workflow_streams_progress_per_operator_node(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_run_workflow_streams_progress_per_operator_node(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create()
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Plan")
     await tools.ok("add_structure", workflow_id=workflow_id, structure="parallel", operators=["Programmer", "Custom"])
@@ -90,7 +90,7 @@ async def test_run_workflow_streams_progress_per_operator_node(tools: ToolCaller
     assert [t["node_id"] for t in run["trace"]] == ["node_1", "node_2_p0", "node_2_p1"]
     after = await tools.snapshot(workflow_id)
     assert after == before, "running uses no round and changes no graph"
-    assert executor.dsls[-1] == "Plan -> [Programmer, Custom]"
+    assert runner.dsls[-1] == "Plan -> [Programmer, Custom]"
 
 
 async def test_edits_report_progress_too(tools: ToolCaller) -> None:
@@ -117,7 +117,7 @@ async def test_edits_report_progress_too(tools: ToolCaller) -> None:
     ],
 )
 async def test_a_finish_that_executes_reports_progress(
-    tools: ToolCaller, executor: ScriptedExecutor, tool: str, arguments: dict[str, str]
+    tools: ToolCaller, runner: ScriptedRunner, tool: str, arguments: dict[str, str]
 ) -> None:
     workflow_id = await tools.create(options={"finish": "relaxed", "execute_each_step": False})
     await tools.ok("add_structure", workflow_id=workflow_id, structure="parallel", operators=["Programmer", "Custom"])
@@ -127,7 +127,7 @@ async def test_a_finish_that_executes_reports_progress(
         tool, {"workflow_id": workflow_id, **arguments}, progress_callback=on_progress
     )
     assert not result.is_error, result_text(result)
-    assert executor.dsls == ["[Programmer, Custom]"], "finish ran the workflow, which had not run yet"
+    assert runner.dsls == ["[Programmer, Custom]"], "finish ran the workflow, which had not run yet"
     assert [progress for progress, _, _ in events] == [1, 2, 3, 4]
     assert_strictly_increasing(events)
 
@@ -183,17 +183,17 @@ async def test_heartbeats_between_events_say_what_runs_and_keep_progress_increas
     assert sent[5][2] == "act; 1 of 4 operator calls done; 900 tokens in 2 executor calls so far; 15 s elapsed"
 
 
-async def test_run_of_an_empty_workflow(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_run_of_an_empty_workflow(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create()
     run = await tools.ok("run_workflow", workflow_id=workflow_id)
     assert run["execution"]["status"] == "empty" and run["execution"]["ok"] is False
-    assert run["trace"] == [] and executor.calls == []
+    assert run["trace"] == [] and runner.calls == []
 
 
 async def test_executor_failure_is_reported_and_the_episode_continues(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.failure = "executor timed out after 3 retries"
+    runner.failure = "executor timed out after 3 retries"
     workflow_id = await tools.create()
     step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
     assert step["ok"] is True and step["state"]["dsl"] == "Custom"
@@ -201,15 +201,15 @@ async def test_executor_failure_is_reported_and_the_episode_continues(
     assert step["execution"]["error"] == "executor timed out after 3 retries"
     assert "[Execution]: failed" in step["feedback"]
     assert "[Error]: executor timed out after 3 retries" in step["feedback"]
-    executor.failure = None
+    runner.failure = None
     step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Format")
     assert step["execution"]["ok"] is True and step["execution"]["output"] == "Custom -> Format"
 
 
-async def test_executor_crash_becomes_a_failed_execution_not_a_tool_error(
-    tools: ToolCaller, executor: ScriptedExecutor
+async def test_runner_crash_becomes_a_failed_execution_not_a_tool_error(
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.crash = RuntimeError("backend exploded")
+    runner.crash = RuntimeError("backend exploded")
     workflow_id = await tools.create()
     step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
     assert step["state"]["dsl"] == "Custom" and step["state"]["round"] == 1
@@ -274,9 +274,9 @@ async def test_no_executor_configured_edits_still_work(registry: OperatorRegistr
     ],
 )
 async def test_paper_finish_rejection_names_the_missing_constraint(
-    tools: ToolCaller, executor: ScriptedExecutor, stages: list[Any], expected: list[str], absent: list[str]
+    tools: ToolCaller, runner: ScriptedRunner, stages: list[Any], expected: list[str], absent: list[str]
 ) -> None:
-    executor.answer = answer("391")
+    runner.answer = answer("391")
     workflow_id = await tools.create()
     for stage in stages:
         if isinstance(stage, tuple):
@@ -299,9 +299,9 @@ async def test_paper_finish_rejection_names_the_missing_constraint(
 
 
 async def test_verbose_output_needs_format_and_code_tests_need_programmer_and_test(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.answer = answer("The answer is 391.\nBecause 17 * 23 = 391.")
+    runner.answer = answer("The answer is 391.\nBecause 17 * 23 = 391.")
     general = await tools.create()
     for operator in ("Plan", "Custom", "Verify", "Revise"):
         await tools.ok("add_operator", workflow_id=general, operator=operator)
@@ -322,18 +322,18 @@ async def test_verbose_output_needs_format_and_code_tests_need_programmer_and_te
 
 
 async def test_paper_finish_accepts_the_full_workflow_and_scores_the_executed_output(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.answer = answer("391")
+    runner.answer = answer("391")
     workflow_id = await build_full(tools, task_type="math")
-    calls = len(executor.calls)
+    calls = len(runner.calls)
     step = await tools.ok("finish", workflow_id=workflow_id, answer="999")
     assert step["ok"] is True and step["done"] is True
     assert step["end_reason"] == "finished" and step["state"]["status"] == "finished"
     assert step["final_answer"] == "391"
     assert step["state"]["round"] == 6
     assert "[Status]: Finished" in step["feedback"] and "[BLOCK_FINISH]" not in step["feedback"]
-    assert len(executor.calls) == calls, "the last edit's execution is reused, not re-run"
+    assert len(runner.calls) == calls, "the last edit's execution is reused, not re-run"
     detail = await tools.detail(workflow_id)
     assert detail["end"] == {
         "reason": "finished",
@@ -350,7 +350,7 @@ async def test_paper_finish_accepts_the_full_workflow_and_scores_the_executed_ou
     assert await tools.snapshot(workflow_id) == before
 
 
-async def test_relaxed_finish_accepts_one_operator(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_relaxed_finish_accepts_one_operator(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create(options={"finish": "relaxed"})
     rejected = await tools.ok("finish", workflow_id=workflow_id)
     assert rejected["ok"] is False and "The workflow is empty" in rejected["message"]
@@ -359,44 +359,44 @@ async def test_relaxed_finish_accepts_one_operator(tools: ToolCaller, executor: 
     assert step["done"] is True and step["final_answer"] == "Custom"
 
 
-async def test_finish_runs_the_workflow_when_it_has_not_run(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_finish_runs_the_workflow_when_it_has_not_run(tools: ToolCaller, runner: ScriptedRunner) -> None:
     workflow_id = await tools.create(options={"finish": "relaxed", "execute_each_step": False})
     step = await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
-    assert step["execution"] is None and executor.calls == []
+    assert step["execution"] is None and runner.calls == []
     assert "[Execution]: not run yet" in step["feedback"]
     done = await tools.ok("finish", workflow_id=workflow_id)
-    assert executor.dsls == ["Custom"]
+    assert runner.dsls == ["Custom"]
     assert done["final_answer"] == "Custom"
 
 
-async def test_a_structurally_rejected_finish_runs_nothing(tools: ToolCaller, executor: ScriptedExecutor) -> None:
+async def test_a_structurally_rejected_finish_runs_nothing(tools: ToolCaller, runner: ScriptedRunner) -> None:
     """The gate's structural verdict needs no execution: refused at once, however long the workflow would run."""
-    executor.hold_s = 30.0  # a run would make this test time out
+    runner.hold_s = 30.0  # a run would make this test time out
     workflow_id = await tools.create(options={"execute_each_step": False})  # the paper gate: >= 5 operators
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
     with anyio.fail_after(5):
         step = await tools.ok("finish", workflow_id=workflow_id)
     assert step["ok"] is False and step["error_code"] == "finish_rejected"
     assert "at least 5 are required" in step["message"]
-    assert executor.calls == [] and step["execution"] is None
+    assert runner.calls == [] and step["execution"] is None
 
 
 async def test_the_output_rule_is_checked_after_the_run_that_finish_makes(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.answer = answer("The answer is 391.\nBecause 17 * 23 = 391.")
+    runner.answer = answer("The answer is 391.\nBecause 17 * 23 = 391.")
     workflow_id = await tools.create(options={"execute_each_step": False})
     for operator in ("Plan", "Custom", "Verify", "Revise"):
         await tools.ok("add_operator", workflow_id=workflow_id, operator=operator)
     await tools.ok("add_structure", workflow_id=workflow_id, structure="loop", operators=["Review"], count=2)
-    assert executor.calls == []
+    assert runner.calls == []
     step = await tools.ok("finish", workflow_id=workflow_id)
-    assert len(executor.calls) == 1, "the structure passed, so finish ran the workflow to judge its output"
+    assert len(runner.calls) == 1, "the structure passed, so finish ran the workflow to judge its output"
     assert step["ok"] is False and "The final output is verbose" in step["message"]
 
 
-async def test_failed_final_run_gives_no_answer(tools: ToolCaller, executor: ScriptedExecutor) -> None:
-    executor.failure = "operator Custom failed"
+async def test_failed_final_run_gives_no_answer(tools: ToolCaller, runner: ScriptedRunner) -> None:
+    runner.failure = "operator Custom failed"
     workflow_id = await tools.create(options={"finish": "relaxed"})
     await tools.ok("add_operator", workflow_id=workflow_id, operator="Custom")
     step = await tools.ok("finish", workflow_id=workflow_id, answer="42")
@@ -404,9 +404,9 @@ async def test_failed_final_run_gives_no_answer(tools: ToolCaller, executor: Scr
 
 
 async def test_finish_via_act_records_the_claim_but_scores_the_output(
-    tools: ToolCaller, executor: ScriptedExecutor
+    tools: ToolCaller, runner: ScriptedRunner
 ) -> None:
-    executor.answer = answer("391")
+    runner.answer = answer("391")
     workflow_id = await build_full(tools)
     early = await tools.create()
     rejected = await tools.act(early, "<action>finish</action><answer>391</answer>")

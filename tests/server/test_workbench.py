@@ -13,7 +13,7 @@ from mcp import Client
 
 from flowsteer_mcp.canvas.actions import AddStage
 from flowsteer_mcp.canvas.blueprint import OperatorBlueprint
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.canvas.session import CanvasState
 from flowsteer_mcp.server import ServerSettings, build_server
@@ -28,7 +28,7 @@ from flowsteer_mcp.store.base import StoredWorkflow, WorkflowStore, open_store
 from flowsteer_mcp.store.memory import MemoryStore
 from flowsteer_mcp.store.sqlite import SQLiteStore
 from operators.registry import OperatorRegistry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.servers import ToolCaller
 
 DAY_S = 86_400.0
@@ -70,7 +70,7 @@ def add(operator: str) -> AddStage:
 
 def bench_on(store: WorkflowStore, registry: OperatorRegistry, **kwargs: Any) -> Workbench:
     settings: dict[str, Any] = {"max_workflows": 10, "ttl_s": 60.0} | kwargs
-    return Workbench(store, registry, NoExecutor(), **settings)
+    return Workbench(store, registry, NoRunner(), **settings)
 
 
 async def read(bench: Workbench, workflow_id: str) -> CanvasState:
@@ -150,7 +150,7 @@ async def test_a_state_sqlite_cannot_store_leaves_memory_and_database_as_before(
 
 async def test_a_refused_store_write_reaches_mcp_clients_as_a_clear_tool_error(registry: OperatorRegistry) -> None:
     store = RefusingStore()
-    server = build_server(ServerSettings(), registry=registry, executor=ScriptedExecutor(), store=store)
+    server = build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(), store=store)
     async with Client(server.mcp) as client:
         tools = ToolCaller(client)
         workflow_id = await tools.create()
@@ -171,7 +171,7 @@ async def test_a_surrogate_act_over_mcp_on_sqlite_keeps_live_and_stored_state_eq
     path = tmp_path / "wf.sqlite"
 
     def server() -> Any:
-        return build_server(ServerSettings(), registry=registry, executor=ScriptedExecutor(), store=SQLiteStore(path))
+        return build_server(ServerSettings(), registry=registry, runner=ScriptedRunner(), store=SQLiteStore(path))
 
     live = server()
     async with Client(live.mcp) as client:

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.episode import EpisodeResult
 from flowsteer_mcp.server import ServerSettings, build_server
@@ -45,7 +45,7 @@ class WorkflowDirector:
 
 def server_clients() -> tuple[MemoryStore, MakeClient]:
     store = MemoryStore()
-    server = build_server(ServerSettings(), store=store, executor=NoExecutor())
+    server = build_server(ServerSettings(), store=store, runner=NoRunner())
 
     @asynccontextmanager
     async def make_client() -> AsyncIterator[Client]:

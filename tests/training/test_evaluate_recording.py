@@ -68,7 +68,7 @@ def problems() -> list[Problem]:
 async def run_eval(backend: ChatBackend) -> EvalReport:
     registry = default_registry()
     server = build_server(
-        ServerSettings(), registry=registry, executor=WorkflowEngine(registry, backend), store=MemoryStore()
+        ServerSettings(), registry=registry, runner=WorkflowEngine(registry, backend), store=MemoryStore()
     )
 
     def make_client() -> Client:

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.episode import EpisodeResult
 from flowsteer_mcp.director.graded import ItemResult
@@ -88,7 +88,7 @@ def right_answer(task: TaskSpec) -> str:
 
 @pytest.fixture(scope="module")
 def server() -> FlowSteerServer:
-    return build_server(ServerSettings(), executor=NoExecutor(), store=MemoryStore())
+    return build_server(ServerSettings(), runner=NoRunner(), store=MemoryStore())
 
 
 @pytest.fixture

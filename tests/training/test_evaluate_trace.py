@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mcp import Client
 
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.episode import EpisodeResult
 from flowsteer_mcp.director.graded import ItemResult
@@ -35,7 +35,7 @@ class TracingDirector:
 
 
 async def test_the_final_runs_trace_is_recorded_with_outputs_clipped() -> None:
-    server = build_server(ServerSettings(), executor=NoExecutor(), store=MemoryStore())
+    server = build_server(ServerSettings(), runner=NoRunner(), store=MemoryStore())
     problem = Problem(id="toy/1", source="toy", problem_type="math", problem="What is 1 + 1?", ground_truth="2")
     item = await run_episode(TracingDirector(), problem, make_client=lambda: Client(server.mcp))
     assert item.correct

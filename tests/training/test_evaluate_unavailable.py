@@ -11,7 +11,7 @@ from __future__ import annotations
 import anyio
 from mcp import Client
 
-from flowsteer_mcp.canvas.execution import NoExecutor
+from flowsteer_mcp.canvas.execution import NoRunner
 from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.direct import DirectDirector
@@ -26,7 +26,7 @@ from training.data import Problem
 from training.evaluate.clients import in_process_clients
 from training.evaluate.runner import run_episode
 
-CLIENTS = in_process_clients(build_server(ServerSettings(), executor=NoExecutor(), store=MemoryStore()).mcp)
+CLIENTS = in_process_clients(build_server(ServerSettings(), runner=NoRunner(), store=MemoryStore()).mcp)
 TASK = TaskSpec(problem="What is 2 + 2?", task_type="math")
 PROBLEM = Problem(id="toy/0", source="toy", problem_type="math", problem="What is 2 + 2?", ground_truth="4")
 

@@ -14,7 +14,7 @@ from mcp import Client
 from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.link import CanvasLink
 from flowsteer_mcp.server import build_server
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from training.cli import main
 from training.evaluate.directors import build_director, build_workflow_director
 
@@ -57,7 +57,7 @@ def exported_workflow(path: Path) -> str:
     """Build `Custom{3} -> ScEnsemble` with the typed tools on a server, export it as JSON into `path`."""
 
     async def build() -> str:
-        server = build_server(executor=ScriptedExecutor())
+        server = build_server(runner=ScriptedRunner())
         async with Client(server.mcp) as client:
             link = CanvasLink(client)
             created = await link.create(TaskSpec(problem="any", task_type="math"), {"execute_each_step": False})

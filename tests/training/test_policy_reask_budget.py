@@ -11,7 +11,7 @@ from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.policy import REASK, REASK_MAX_TOKENS, PolicyDirector
 from flowsteer_mcp.server import build_server
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from training.train.config import SamplingSettings
 
 TASK = TaskSpec(problem="What is 6*7?", task_type="math")
@@ -23,7 +23,7 @@ def no_action_then_finish(body: dict[str, Any]) -> StubReply:
 
 
 async def test_the_re_ask_uses_the_configured_token_budget() -> None:
-    server = build_server(executor=ScriptedExecutor())
+    server = build_server(runner=ScriptedRunner())
     with OpenAIStub(responder=no_action_then_finish) as stub:
         director = PolicyDirector.from_url(
             stub.base_url, "policy", reask_max_tokens=37, canvas_options={"finish": "relaxed", "max_rounds": 1}

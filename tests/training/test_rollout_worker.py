@@ -24,7 +24,7 @@ from flowsteer_mcp.director.policy import PolicyDirector
 from flowsteer_mcp.server import build_server
 from operators.registry import default_registry
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from training.data import Problem
 from training.reward import RewardConfig
 from training.rollout import (
@@ -129,9 +129,9 @@ def policy_directors(base_url: str) -> MakeDirector:
 
 
 async def collect(
-    stub: OpenAIStub, problems: list[Problem], *, executor: ScriptedExecutor | None = None, **options: Any
+    stub: OpenAIStub, problems: list[Problem], *, runner: ScriptedRunner | None = None, **options: Any
 ) -> RolloutBatch:
-    server = build_server(registry=REGISTRY, executor=executor or ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(registry=REGISTRY, runner=runner or ScriptedRunner(answer=lambda graph, task: "42"))
     defaults: dict[str, Any] = {"group_size": 1, "concurrency": 4, "timeout_s": 30.0, "reward_config": RELEASED}
     return await collect_groups(
         problems,
@@ -250,7 +250,7 @@ async def test_history_mode_drops_and_counts_episodes_whose_prompts_do_not_exten
 
 
 async def test_a_client_that_cannot_connect_fails_only_its_trajectory() -> None:
-    server = build_server(registry=REGISTRY, executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(registry=REGISTRY, runner=ScriptedRunner(answer=lambda graph, task: "42"))
     calls = itertools.count()
 
     @asynccontextmanager
@@ -293,7 +293,7 @@ async def test_bad_arguments_are_rejected_before_anything_runs(options: dict[str
 async def test_a_workflow_that_runs_but_gives_no_answer_is_an_outcome_not_a_failed_trajectory() -> None:
     """Its structure still earns S and its tokens still train; only C is 0 (the policy built that workflow)."""
     with OpenAIStub(responder=ScriptedVllmPolicy()) as stub:
-        batch = await collect(stub, [problem("p0")], group_size=2, executor=ScriptedExecutor(failure="node_1 failed"))
+        batch = await collect(stub, [problem("p0")], group_size=2, runner=ScriptedRunner(failure="node_1 failed"))
     for episode in batch.episodes:
         assert episode.metrics.status == "ok" and episode.metrics.error is None
         assert episode.reward.correctness == 0.0
@@ -328,7 +328,7 @@ class CanvasFailingDirector:
 async def test_an_episode_whose_director_hit_a_canvas_call_error_is_a_failed_trajectory() -> None:
     """The canvas could not be driven to the end: no workflow to reward, so the trajectory fails like a crashed
     client (base reward minus the unfinished penalty, no training tokens) instead of being trained as ok."""
-    server = build_server(registry=REGISTRY, executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(registry=REGISTRY, runner=ScriptedRunner(answer=lambda graph, task: "42"))
     batch = await collect_groups(
         [problem("p0")],
         make_director=lambda _problem, _index: CanvasFailingDirector(),
@@ -366,7 +366,7 @@ class TranscriptPolicy:
 
 async def test_history_mode_trains_one_transcript_per_episode_with_canvas_tokens_masked() -> None:
     policy = TranscriptPolicy()
-    server = build_server(registry=REGISTRY, executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(registry=REGISTRY, runner=ScriptedRunner(answer=lambda graph, task: "42"))
     with OpenAIStub(responder=policy) as stub:
         client = AsyncOpenAI(base_url=stub.base_url, api_key="not-needed", max_retries=0)
 

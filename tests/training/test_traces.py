@@ -1,5 +1,5 @@
 """`flowsteer traces collect`: scripted Flow-Director episodes of library workflows, through the real in-memory
-MCP server on the scripted executor (no model runs)."""
+MCP server on the scripted runner (no model runs)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from flowsteer_mcp.canvas.step import StateView
 from flowsteer_mcp.director.library import LIBRARY
 from flowsteer_mcp.server import build_server
 from operators.registry import default_registry
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from training.cli import main
 from training.data import Problem
 from training.evaluate.clients import in_process_clients
@@ -59,13 +59,13 @@ PROBLEMS = [
 
 
 async def right_when_voted(problem: Problem, answer: str | None) -> ScoreResult:
-    """C = 1 when the executed workflow (its DSL is the scripted executor's answer) contains a vote."""
+    """C = 1 when the executed workflow (its DSL is the scripted runner's answer) contains a vote."""
     voted = "ScEnsemble" in (answer or "")
     return ScoreResult(score=float(voted), correct=voted, method="stub", extracted=answer or "")
 
 
 def make_client() -> Any:
-    return in_process_clients(build_server(registry=REGISTRY, executor=ScriptedExecutor()).mcp)
+    return in_process_clients(build_server(registry=REGISTRY, runner=ScriptedRunner()).mcp)
 
 
 def collect(problems: list[Problem], **kwargs: Any) -> list[TraceEpisode]:
@@ -203,8 +203,8 @@ def test_resume_skips_done_episodes_and_drops_a_cut_off_last_line(tmp_path: Path
         TraceJournal.open(tmp_path, {**identity, "seed": 1}, resume=True)
     journal, done = TraceJournal.open(tmp_path, identity, resume=True)
     assert {e.key for e in done} == {e.key for e in first}
-    executor = ScriptedExecutor()
-    server = build_server(registry=REGISTRY, executor=executor)
+    runner = ScriptedRunner()
+    server = build_server(registry=REGISTRY, runner=runner)
     more = anyio.run(
         lambda: collect_traces(
             PROBLEMS[:1],
@@ -217,7 +217,7 @@ def test_resume_skips_done_episodes_and_drops_a_cut_off_last_line(tmp_path: Path
         )
     )
     journal.close()
-    assert [e.workflow for e in more] == ["greedy-cot"] and len(executor.calls) == 1
+    assert [e.workflow for e in more] == ["greedy-cot"] and len(runner.calls) == 1
     assert [e.workflow for e in read_episodes(tmp_path / TRACES_NAME)] == [e.workflow for e in [*first, *more]]
 
 

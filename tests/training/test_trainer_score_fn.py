@@ -1,5 +1,5 @@
 """A `score_fn` given to the `Trainer` grades its rollouts: `Trainer._collect` passes it to `collect_groups`,
-which grades every finished trajectory with it (the in-memory MCP server, a scripted executor answering 42, and
+which grades every finished trajectory with it (the in-memory MCP server, a scripted runner answering 42, and
 the OpenAI-compatible stub playing a vLLM-served policy)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from openai import AsyncOpenAI
 
 from flowsteer_mcp.server import build_server
 from tests.support.openai_stub import OpenAIStub
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.training.test_rollout_worker import REGISTRY, ScriptedVllmPolicy, problem
 from training.data import Problem
 from training.rollout import in_process_clients
@@ -39,7 +39,7 @@ async def test_the_trainers_score_fn_grades_its_rollouts() -> None:
         graded.append((item.id, answer))
         return ScoreResult(score=0.25, correct=False, method="lenient", extracted=answer or "")
 
-    server = build_server(registry=REGISTRY, executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(registry=REGISTRY, runner=ScriptedRunner(answer=lambda graph, task: "42"))
     with OpenAIStub(responder=ScriptedVllmPolicy()) as stub:
         run = SimpleNamespace(
             openai=AsyncOpenAI(base_url=stub.base_url, api_key="not-needed", max_retries=0),

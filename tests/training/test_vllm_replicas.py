@@ -15,7 +15,7 @@ from openai import AsyncOpenAI
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.policy import PolicyDirector
 from flowsteer_mcp.server import build_server
-from tests.support.scripted_executor import ScriptedExecutor
+from tests.support.scripted_runner import ScriptedRunner
 from tests.support.vllm_replicas import VLLMReplicaDouble
 from tests.training.test_rollout_worker import REGISTRY, RELEASED, ScriptedVllmPolicy, problem
 from training.data import Problem
@@ -141,7 +141,7 @@ def replica_directors(openai: AsyncOpenAI, prefix: str = "") -> Any:
 
 async def collect_on(pool: ReplicaPool, problems: list[Problem], group_size: int) -> Any:
     openai = AsyncOpenAI(base_url=REPLICAS_BASE_URL, api_key="x", max_retries=2, http_client=routed_client(pool))
-    server = build_server(registry=REGISTRY, executor=ScriptedExecutor(answer=lambda graph, task: "42"))
+    server = build_server(registry=REGISTRY, runner=ScriptedRunner(answer=lambda graph, task: "42"))
     try:
         return await collect_groups(
             problems,

@@ -314,9 +314,9 @@ async def test_a_pending_edit_shows_before_it_joins_the_graph() -> None:
     """An add waiting for its prompt turn is not on the graph yet; the page says what is pending."""
     from mcp import Client
 
-    from tests.support.scripted_executor import ScriptedExecutor
+    from tests.support.scripted_runner import ScriptedRunner
 
-    server = build_server(executor=ScriptedExecutor())
+    server = build_server(runner=ScriptedRunner())
     async with Client(server.mcp) as client:
         created = await client.call_tool("create_workflow", {"task": "What is 6*7?", "task_type": "math"})
         workflow_id = created.structured_content["workflow_id"]  # type: ignore[index]

@@ -2,7 +2,7 @@
 
 Adding a kind: write a `StageKind` subclass (its stage model derives from `StageModel`, its blueprint from
 `KindBlueprint`, each with `kind: Literal["<name>"] = "<name>"`), call `register_kind(...)` with an instance,
-and give the engine its executor (`flowsteer_mcp.engine.kinds.register_executor`). Nothing else changes: every
+and give the engine its stage runner (`flowsteer_mcp.engine.kinds.register_stage_runner`). Nothing else changes: every
 module reads the registry when it runs (docs/design/canvas.md, "Adding a kind").
 """
 

@@ -109,8 +109,8 @@ REGISTRY = KindRegistry()
 
 
 def register_kind(kind: KindT) -> KindT:
-    """Make `kind` known to every part of the canvas (give the engine its executor with
-    `flowsteer_mcp.engine.kinds.register_executor`)."""
+    """Make `kind` known to every part of the canvas (give the engine its stage runner with
+    `flowsteer_mcp.engine.kinds.register_stage_runner`)."""
     return REGISTRY.register(kind)
 
 

@@ -1,4 +1,4 @@
-"""What every stage executor shares: its outcome, how a node result updates the state, its signature."""
+"""What every stage runner shares: its outcome, how a node result updates the state, its signature."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ class StageOutcome:
     state: FlowState
     failure: str | None = None  # None: the stage succeeded
     # Candidates are meant for the one stage right after the stage that made them; every other stage's
-    # outcome drops them (StageRunner), so only an executor that offers candidates sets this.
+    # outcome drops them (StageDispatcher), so only a stage runner that offers candidates sets this.
     offers_candidates: bool = False
 
 
-class StageExecutor(Protocol):
+class StageRunner(Protocol):
     """Runs one stage of its kind on `state`, appending its trace rows to `sink` in order."""
 
     async def __call__(

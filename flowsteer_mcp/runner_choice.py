@@ -1,4 +1,5 @@
-"""Choose the executor a server or command runs workflows with: configured, embedded local, or none."""
+"""Choose the runner a server or command runs workflows with: an engine over the configured executor, over the
+embedded local model, or none."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from flowsteer_mcp.canvas.execution import NoExecutor, WorkflowExecutor
+from flowsteer_mcp.canvas.execution import NoRunner, WorkflowRunner
 from operators.registry import OperatorRegistry
 
 if TYPE_CHECKING:
@@ -45,12 +46,10 @@ def executor_configured(config: Path | None) -> bool:
     return config is not None or any(os.environ.get(name) for name in _EXECUTOR_ENV)
 
 
-def build_executor(
-    registry: OperatorRegistry, config: Path | None = None, *, required: bool = False
-) -> WorkflowExecutor:
+def build_runner(registry: OperatorRegistry, config: Path | None = None, *, required: bool = False) -> WorkflowRunner:
     """An engine over the configured executor backend, with the config's `[engine]` settings; without
     configuration, the embedded default local model when it has been prepared (`flowsteer models prepare`), else
-    NoExecutor (or an error when `required`)."""
+    NoRunner (or an error when `required`)."""
     from flowsteer_mcp.engine import WorkflowEngine
     from operators.backends.config import default_config, load_config, resolve_executor
     from operators.backends.factory import build_backend
@@ -72,4 +71,4 @@ def build_executor(
             f"`flowsteer models prepare {model_name}` or pass --config FILE (see README)."
         )
     log.warning("no_executor_configured", hint=f"flowsteer models prepare {model_name}, or --config FILE")
-    return NoExecutor()
+    return NoRunner()

@@ -1,4 +1,4 @@
-"""ScriptedExecutor: a test double for the `WorkflowExecutor` seam (no operators, no LLM).
+"""ScriptedRunner: a test double for the `WorkflowRunner` seam (no operators, no LLM).
 
 Its output is derived from the graph it is given (by default the graph's DSL), so a test can tell which
 graph actually ran. It can be told to fail or to crash, emits one started/finished progress pair per
@@ -24,7 +24,7 @@ AnswerFn = Callable[[WorkflowGraph, TaskSpec], str]
 
 
 @dataclass(frozen=True)
-class ExecutorCall:
+class RunCall:
     """One `run` call as the double saw it (the graph is a deep copy, safe from later edits)."""
 
     graph: WorkflowGraph
@@ -37,22 +37,22 @@ def dsl_answer(graph: WorkflowGraph, task: TaskSpec) -> str:
 
 
 @dataclass
-class ScriptedExecutor:
-    """Deterministic executor double: answer = `answer(graph, task)`; `failure` makes every run fail with that
-    error; `crash` makes `run` raise it (an executor bug); `hold_s` keeps each run busy that long."""
+class ScriptedRunner:
+    """Deterministic runner double: answer = `answer(graph, task)`; `failure` makes every run fail with that
+    error; `crash` makes `run` raise it (a runner bug); `hold_s` keeps each run busy that long."""
 
     answer: AnswerFn = dsl_answer
     failure: str | None = None
     crash: Exception | None = None
     hold_s: float = 0.0
-    calls: list[ExecutorCall] = field(default_factory=list)
+    calls: list[RunCall] = field(default_factory=list)
     active: int = 0
     max_active: int = 0
 
     async def run(
         self, graph: WorkflowGraph, task: TaskSpec, *, progress: ProgressCallback | None = None
     ) -> ExecutionReport:
-        self.calls.append(ExecutorCall(graph=graph.model_copy(deep=True), dsl=render(graph), task=task))
+        self.calls.append(RunCall(graph=graph.model_copy(deep=True), dsl=render(graph), task=task))
         self.active += 1
         self.max_active = max(self.max_active, self.active)
         try:
