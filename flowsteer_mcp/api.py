@@ -6,9 +6,11 @@ and nobody could tell which names were promises. `tests/test_layering.py` keeps 
 
 - Tasks and options: `TaskSpec`, `CanvasOptions`, `WorkflowOptionsInput` (create_workflow's options).
 - Observations: `ObservationBuilder` (the directors' system prompt and turns), `StateView` (what a turn shows).
-- The dialect: `parse_action_turn`, `parse_prompt_turn`, `ActionTurn`; a rejected turn raises `CanvasError`.
-- Workflows edited off-line (transcript variations): `WorkflowGraph`, `CanvasRules`, `AddStage`, `apply_edit`,
-  the stage blueprints and their slot helpers, `STRUCTURES` (the structure kinds, a live view).
+- The dialect: `parse_action_turn`, `parse_prompt_turn`, `ActionTurn`, checked against `CanvasRules` (the
+  operators and options a canvas allows); a rejected turn raises `CanvasError`.
+- Workflows planned off-line (transcript variations): the stage blueprints and their slot helpers, and
+  `graph_of` (the graph adding them builds, each add checked as `act` checks it), `STRUCTURES` (the structure
+  kinds, a live view).
 - Stage kinds: `kind_of` (a stage's or blueprint's kind: its dialect tags, drawing, ...), `structure_kinds()`
   and `kinds()` (the registered kinds, read when called), `register_kind` / `unregister_kind` /
   `registered_kind` (add a kind at run time; its stage runner: `flowsteer_mcp.engine.kinds.register_stage_runner`).
@@ -16,13 +18,10 @@ and nobody could tell which names were promises. `tests/test_layering.py` keeps 
   `UnsafeBindError`, `token_problem`.
 """
 
-from flowsteer_mcp.canvas.actions import AddStage, apply_edit
+from flowsteer_mcp.canvas.actions import graph_of
 from flowsteer_mcp.canvas.blueprint import (
     ConditionalBlueprint,
-    FallbackBlueprint,
-    LoopBlueprint,
     OperatorBlueprint,
-    ParallelBlueprint,
     StageBlueprint,
     slot_prompts,
     slot_samples,
@@ -43,7 +42,6 @@ from flowsteer_mcp.canvas.kinds import (
     structure_kinds,
     unregister_kind,
 )
-from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.observation import ObservationBuilder
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.step import StateView
@@ -57,26 +55,21 @@ from flowsteer_mcp.server.results import WorkflowOptionsInput
 __all__ = [
     "STRUCTURES",
     "ActionTurn",
-    "AddStage",
     "CanvasError",
     "CanvasOptions",
     "CanvasRules",
     "ConditionalBlueprint",
-    "FallbackBlueprint",
     "FlowSteerServer",
-    "LoopBlueprint",
     "ObservationBuilder",
     "OperatorBlueprint",
-    "ParallelBlueprint",
     "StageBlueprint",
     "StageKind",
     "StateView",
     "TaskSpec",
     "UnsafeBindError",
-    "WorkflowGraph",
     "WorkflowOptionsInput",
-    "apply_edit",
     "check_bind",
+    "graph_of",
     "in_process_server",
     "kind_of",
     "kinds",

@@ -6,6 +6,7 @@ action leaves the caller's graph exactly as it was.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,8 +17,10 @@ from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
 from flowsteer_mcp.canvas.kinds import kind_of, kinds
 from flowsteer_mcp.canvas.model import OperatorNode, WorkflowGraph, children
 from flowsteer_mcp.canvas.numbers import MAX_NUMBER
+from flowsteer_mcp.canvas.options import CanvasOptions
 from flowsteer_mcp.canvas.text import excerpt
 from flowsteer_mcp.canvas.validate import CanvasRules
+from operators.registry import OperatorRegistry
 
 
 class _Action(BaseModel):
@@ -110,6 +113,19 @@ def apply_edit(graph: WorkflowGraph, action: EditAction, rules: CanvasRules) -> 
         return _set_prompt(graph, action, rules)
     refuse_new_unfed_ensembles(graph, outcome.graph, rules.registry)
     return outcome
+
+
+def graph_of(
+    stages: Sequence[StageBlueprint], registry: OperatorRegistry, options: CanvasOptions | None = None
+) -> WorkflowGraph:
+    """The graph that adding `stages` in order builds, each add checked as an `act` add is (an ensemble's need
+    for candidates included); raises CanvasError at the first stage the canvas would refuse. Why: clients that
+    plan workflows off-line (training's transcript variations) ask the canvas, not a copy of its rules."""
+    rules = CanvasRules(registry, options or CanvasOptions())
+    graph = WorkflowGraph()
+    for stage in stages:
+        graph = apply_edit(graph, AddStage(stage=stage), rules).graph
+    return graph
 
 
 def _add(graph: WorkflowGraph, action: AddStage, rules: CanvasRules) -> EditOutcome:

@@ -14,15 +14,11 @@ import random
 from collections.abc import Callable
 
 from flowsteer_mcp.api import (
-    AddStage,
     CanvasError,
-    CanvasOptions,
-    CanvasRules,
     ConditionalBlueprint,
     OperatorBlueprint,
     StageBlueprint,
-    WorkflowGraph,
-    apply_edit,
+    graph_of,
     kind_of,
     slot_prompts,
     slot_samples,
@@ -208,11 +204,8 @@ def is_valid(stages: Stages) -> bool:
     candidates included)."""
     if not stages:
         return False
-    rules = CanvasRules(default_registry(), CanvasOptions())
-    graph = WorkflowGraph()
     try:
-        for stage in stages:
-            graph = apply_edit(graph, AddStage(stage=stage), rules).graph
+        graph_of(stages, default_registry())
     except CanvasError:
         return False
     return True
