@@ -11,37 +11,23 @@ from flowsteer_mcp.canvas.change import Apply, Cancel, EndRequest, Hold, plan_tu
 from flowsteer_mcp.canvas.commit import commit
 from flowsteer_mcp.canvas.dsl import render
 from flowsteer_mcp.canvas.errors import CanvasError, ErrorCode
-from flowsteer_mcp.canvas.execution import ExecutionReport, ProgressCallback
-from flowsteer_mcp.canvas.model import WorkflowGraph
 from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.session import Canvas, CanvasState
 from flowsteer_mcp.canvas.turn import parse_turn
 from operators.registry import default_registry
+from tests.support.scripted_runner import ScriptedRunner
 
 REGISTRY = default_registry()
 
 
-class CountingRunner:
-    """Test double: answers with the DSL that ran and counts the runs, so a test sees whether a step ran."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-    async def run(
-        self, graph: WorkflowGraph, task: TaskSpec, *, progress: ProgressCallback | None = None
-    ) -> ExecutionReport:
-        self.runs += 1
-        return ExecutionReport(status="ok", output=render(graph))
-
-
-async def built_canvas() -> tuple[Canvas, CountingRunner]:
+async def built_canvas() -> tuple[Canvas, ScriptedRunner]:
     """Two stages, two rounds, a run and a history: every counter a rejected step must leave alone."""
-    runner = CountingRunner()
+    runner = ScriptedRunner()
     state = CanvasState(task=TaskSpec(problem="What is 6*7?"), options=CanvasOptions(finish="paper"))
     canvas = Canvas(state, REGISTRY, runner)
     await canvas.edit(AddStage(stage=OperatorBlueprint(operator="Custom", prompt="Compute the product.")))
     await canvas.act("<action>add</action><operator>Format</operator><prompt>Only the number.</prompt>")
-    assert canvas.state.graph.next_index == 3 and canvas.state.rounds_used == 2 and runner.runs == 2
+    assert canvas.state.graph.next_index == 3 and canvas.state.rounds_used == 2 and len(runner.calls) == 2
     return canvas, runner
 
 
@@ -71,7 +57,7 @@ async def test_a_rejected_action_turn_costs_its_round_and_changes_nothing_else(t
     after = canvas.state
     assert after.graph == before.graph and after.graph.next_index == before.graph.next_index
     assert after.pending == before.pending and after.status == before.status
-    assert after.last_execution == before.last_execution and runner.runs == 2
+    assert after.last_execution == before.last_execution and len(runner.calls) == 2
     assert after.rounds_used == before.rounds_used + 1 == result.state.round
     assert after.history[:-1] == before.history and after.history[-1].ok is False
     assert after.history[-1].input == text and after.end is None
@@ -94,7 +80,7 @@ async def test_a_rejected_typed_edit_raises_and_changes_nothing(action: EditActi
     with pytest.raises(CanvasError) as raised:
         await canvas.edit(action)
     assert raised.value.code is code
-    assert canvas.state == before and runner.runs == 2
+    assert canvas.state == before and len(runner.calls) == 2
 
 
 async def test_typed_steps_refused_while_a_prompt_turn_is_pending_change_nothing() -> None:
@@ -106,7 +92,7 @@ async def test_typed_steps_refused_while_a_prompt_turn_is_pending_change_nothing
         with pytest.raises(CanvasError) as raised:
             await step
         assert raised.value.code is ErrorCode.WRONG_STATE
-    assert canvas.state == before and runner.runs == 2
+    assert canvas.state == before and len(runner.calls) == 2
 
 
 async def test_a_rejected_finish_costs_its_round_and_keeps_the_graph() -> None:
@@ -116,7 +102,7 @@ async def test_a_rejected_finish_costs_its_round_and_keeps_the_graph() -> None:
     assert result.ok is False and result.error_code == "finish_rejected" and not result.done
     assert canvas.state.graph == before.graph and canvas.state.rounds_used == before.rounds_used + 1
     assert canvas.state.status == "building" and canvas.state.end is None
-    assert runner.runs == 2  # refused on structure: nothing ran for it
+    assert len(runner.calls) == 2  # refused on structure: nothing ran for it
 
 
 @pytest.mark.parametrize(
