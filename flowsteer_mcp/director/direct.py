@@ -55,7 +55,7 @@ class DirectDirector:
             update={
                 "answer": answer,
                 "error": error_text,
-                "finished": answer is not None,
+                "finished": True,  # the one call answered: a reply without code is an outcome, scored 0
                 "llm_calls": 1,
                 "tokens": response.usage.total_tokens,
                 "wall_s": time.monotonic() - started,

@@ -134,6 +134,16 @@ async def test_direct_director_makes_one_executor_call_and_extracts_code() -> No
     assert "assert add(1, 2) == 3" in backend.requests[0].messages[-1].content
 
 
+async def test_a_direct_reply_without_code_is_a_finished_episode_with_no_answer() -> None:
+    """Why: the one call was made and answered, so the episode is an outcome scored 0 (as a canvas workflow whose
+    final run gives no answer), not an unfinished episode that reports refuse as a failed run."""
+    backend = ScriptedBackend(["```python\ndef add(a, b:\n    return 'unterminated\n```"])
+    task = TaskSpec(problem="Write add(a, b).", task_type="code", entry_point="add")
+    result = await DirectDirector(backend).run(task)
+    assert result.answer is None and result.finished and not result.executor_unavailable
+    assert result.error is not None and result.error.startswith("no code in the reply")
+
+
 HUMANEVAL_STUB = (
     "from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n"
     '    """Whether the running balance ever drops below zero.\n    >>> below_zero([1, -2])\n    True\n    """\n'
