@@ -32,14 +32,14 @@ from flowsteer_mcp.director.served import SERVE_MODES, DirectorServing
 
 DEFAULT_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "second_largest.json"
 
-# The demo builds the measured default code workflow (`template`'s, `DEFAULT_WORKFLOW["code"]`: 8 drafts of
-# direct's own request, the first greedy, judged by the sandbox on the public tests and by behaviour), half through
-# a typed tool (a Programmer without a prompt, which is what makes its draws direct's request) and half in the
-# Flow-Director dialect (an add with its prompt turn, then finish). tests/test_demo_steps.py keeps it equal to the
-# default, prompts included.
+# The demo builds the measured default code workflow (`template`'s, `DEFAULT_WORKFLOW["code"]`: direct's own
+# request drawn greedily, then in waves of 3 and 4 sampled drafts only while no draft passes the public tests; the
+# sandbox picks by the public tests and by behaviour), half through a typed tool (a Programmer without a prompt,
+# which is what makes its draws direct's request, with its stopping rule) and half in the Flow-Director dialect (an
+# add with its prompt turn, then finish). tests/test_demo_steps.py keeps it equal to the default, prompts included.
 # (kind, payload): "act" sends dialect text; "tool" calls a typed tool with arguments.
 CODE_TEMPLATE: list[tuple[str, Any]] = [
-    ("tool", ("add_operator", {"operator": "Programmer", "samples": 8})),
+    ("tool", ("add_operator", {"operator": "Programmer", "samples": 8, "until": "passes"})),
     ("act", "<action>add</action><operator>ScEnsemble</operator>"),
     ("act", "Pick the program that passes the public tests."),
     ("act", "<action>finish</action>"),
@@ -57,10 +57,10 @@ def _viewer_hint(store: Path) -> str:
 
 
 def _executor_config(model: str, folder: Path) -> Path:
-    """The in-process local model; engine limits sized for a busy 2-core CPU, where 8 drafts of a 0.5B model
-    can take longer than the engine's default 300 s per call (the greedy draft runs alone, then the 7 sampled
-    drafts share one batched `generate`); a broken sampled draft is dropped, not repaired, as in the
-    evaluation that chose the workflow (docs/runs/full-code)."""
+    """The in-process local model; engine limits sized for a busy 2-core CPU, where up to 8 drafts of a 0.5B model
+    can take longer than the engine's default 300 s per call (the greedy draft runs alone, then each wave of
+    sampled drafts shares one batched `generate`); a broken sampled draft is dropped, not repaired, as in the
+    evaluation that chose the workflow (docs/runs/full34-code)."""
     config = folder / "executor.toml"
     config.write_text(
         '[executor]\nmodel = "demo"\n\n[models.demo]\nbackend = "local"\n'

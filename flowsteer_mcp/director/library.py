@@ -164,6 +164,12 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             [_op("Programmer", _DIRECT, samples=8, until="passes"), _op("ScEnsemble", _CODE_PICK)],
         ),
         (
+            "direct7-passes",
+            "direct8-passes one draw lighter: greedy, then waves of 3 and 3; on 230 MBPP training problems the cheapest "
+            "wave schedule within 1 point of the most accurate (scripts/replay_code_waves.py)",
+            [_op("Programmer", _DIRECT, samples=7, until="passes"), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
             "direct4-passes",
             "direct4-exec drawing in waves: direct's greedy program, then the other 3 only when it fails the public "
             "tests; the sandbox picks (operators/stopping.py)",
@@ -363,18 +369,18 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
     ),
 }
 
-# The entry plain `template` runs per task type, chosen by measurement. code: direct8-exec on the
-# HumanEval (82) and MBPP (100) dev slices with broken samples dropped (`[engine] sampled_reasks = 0`): 74.4 / 67.0
-# vs direct 58.5 / 51.0, pooled McNemar 30 / 1 (p < 0.001), 6.4x tokens (docs/runs/full-code). sample8-exec, the
-# same sampling under the workflow's own prompt, led the n=30 screen (docs/runs/screen-code-30b) and tied it on the
-# full slices in one run (69.8 pooled each, vs direct 56.0); direct8-exec is the cheaper. math: direct-sc8 on the
+# The entry plain `template` runs per task type, chosen by measurement. code: direct8-passes, the Pareto winner of
+# issue #34's run on the HumanEval (82) and MBPP (100) dev slices with the peers side by side
+# (docs/runs/full34-code): 80.5 / 68.0, pooled 73.6 against direct8-exec's 70.3 (6 won, 0 lost, McNemar p = 0.031)
+# and direct's 55.5, at 3.29x direct's tokens where direct8-exec paid 6.40x. direct8-exec had replaced direct and
+# sample8-exec before (docs/runs/full-code). math: direct-sc8 on the
 # GSM8K dev slice (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens (36.0 vs 29.0, 6.4x, in a second
 # run with broken samples dropped); direct-sc4+pot4 scored 39.0 at 8.0x, and within 1 point the cheaper entry wins
 # (docs/runs/full-math). qa: direct-sc5 on HotpotQA and SQuAD-v2 (100 each): 18.7 / 33.6 vs direct 16.3 / 33.3 F1
 # at 2x tokens, 16.3 / 33.1 vs 16.2 / 32.3 in a second run (docs/runs/full-qa). general keeps `classic` (no general
 # benchmark here).
 DEFAULT_WORKFLOW: dict[str, str] = {
-    "code": "direct8-exec",
+    "code": "direct8-passes",
     "math": "direct-sc8",
     "qa": "direct-sc5",
     "general": "classic",
