@@ -151,6 +151,30 @@ def test_resume_refuses_a_workflow_file_that_changed(workspace: Path, capsys: py
     assert "workflow_digests" in capsys.readouterr().err
 
 
+def test_a_workflow_file_added_on_resume_runs_and_the_journal_keeps_every_digest(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = workspace / "vote3.json", workspace / "other.json"
+    first_spec = exported_workflow(first)
+    second.write_text(first_spec.replace("Add up.", "Sum it."), encoding="utf-8")
+    out = workspace / "run"
+    assert main(eval_args(workspace, "--workflow", str(first), "--out", str(out))) == 0
+    both = ["--workflow", str(first), "--workflow", str(second), "--out", str(out), "--resume"]
+    assert main(eval_args(workspace, *both)) == 0  # a workflow added on resume, like a director
+    lines = (out / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    assert set(header["config"]["workflow_digests"]) == {"workflow:vote3", "workflow:other"}
+    assert {json.loads(line)["director"] for line in lines[1:]} == {"workflow:vote3", "workflow:other"}
+    # A resumed run that leaves a file out keeps its digest, so the file cannot come back changed later.
+    assert main(eval_args(workspace, "--workflow", str(second), "--out", str(out), "--resume")) == 0
+    header = json.loads((out / "items.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert set(header["config"]["workflow_digests"]) == {"workflow:vote3", "workflow:other"}
+    first.write_text(first_spec.replace("Add up.", "Add up carefully."), encoding="utf-8")
+    capsys.readouterr()
+    assert main(eval_args(workspace, *both)) == 2
+    assert "workflow:vote3 is not the file the journal's run used" in capsys.readouterr().err
+
+
 def test_resume_refuses_other_engine_settings_and_the_journal_records_them(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,10 +1,12 @@
 """Append-only journal of graded episodes, so a long evaluation survives a kill and can be resumed.
 
 The first line records what the results depend on (executor and engine settings, canvas server, policy,
-seed); every further line is one `ItemResult`, written and flushed the moment its episode is graded. A kill can
-at worst leave a truncated last line, which resuming drops (that episode simply runs again). Resuming under a
-different executor, engine settings or policy is refused: mixing two setups' results in one table would be a
-silent lie.
+seed, the workflow files' digests); every further line is one `ItemResult`, written and flushed the moment its
+episode is graded. A kill can at worst leave a truncated last line, which resuming drops (that episode simply
+runs again). Resuming under a different executor, engine settings or policy, or with a workflow file that
+changed, is refused: mixing two setups' results in one table would be a silent lie. A workflow file may be
+added on resume, like a director: the header then records its digest beside the earlier ones, and keeps the
+digest of a file a resumed run leaves out, so that file cannot come back changed later.
 """
 
 from __future__ import annotations
@@ -83,7 +85,18 @@ def _header(config: EvalConfig) -> dict[str, Any]:
     return {"journal": JOURNAL_FORMAT, "config": config.model_dump(mode="json")}
 
 
+def _digest_mismatches(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
+    """Workflow files both runs name whose contents differ; a file only one of them names is no mismatch."""
+    return [
+        f"workflow_digests: {name} is not the file the journal's run used (journal {recorded[name][:12]}, "
+        f"this run {current[name][:12]})"
+        for name in sorted(recorded.keys() & current.keys())
+        if recorded[name] != current[name]
+    ]
+
+
 def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
+    digests = _digest_mismatches(recorded.get("workflow_digests") or {}, config.workflow_digests)
     current = config.model_dump(mode="json")
     journal = {name: recorded.get(name, _IDENTITY_DEFAULTS.get(name)) for name in IDENTITY_FIELDS}
     if isinstance(journal["policy_play"], dict):
@@ -93,15 +106,16 @@ def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[s
     for name in _COMPARED_WHEN_KNOWN:
         if journal[name] is None or current[name] is None:
             journal[name] = _NOT_RECORDED
-    return [
+    return digests + [
         f"{name}: journal {journal[name]!r}, this run {current[name]!r}"
         for name in IDENTITY_FIELDS
-        if journal[name] is not _NOT_RECORDED and journal[name] != current[name]
+        if name != "workflow_digests" and journal[name] is not _NOT_RECORDED and journal[name] != current[name]
     ]
 
 
-def _read(path: Path, config: EvalConfig) -> list[ItemResult]:
-    """The journal's items (last one wins per key), after checking the header matches `config`."""
+def _read(path: Path, config: EvalConfig) -> tuple[dict[str, str], list[ItemResult]]:
+    """The journal's workflow digests and items (last one wins per key), after checking the header matches
+    `config`."""
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines:
         raise JournalError(f"{path} is empty; delete it or choose another --out")
@@ -126,7 +140,8 @@ def _read(path: Path, config: EvalConfig) -> list[ItemResult]:
                 break
             raise JournalError(f"{path}:{number}: not an item record ({error.errors()[0]['msg']})") from None
         items[item_key(item)] = item
-    return list(items.values())
+    recorded_digests = (header.get("config") or {}).get("workflow_digests") or {}
+    return dict(recorded_digests), list(items.values())
 
 
 class ItemJournal:
@@ -148,10 +163,11 @@ class ItemJournal:
             raise JournalError(f"nothing to resume: {path} does not exist (drop --resume to start a new run)")
         if not resume and path.exists():
             raise JournalError(f"{path} already exists: pass --resume to continue that run, or choose another --out")
-        items = _read(path, config) if resume else []
+        recorded_digests, items = _read(path, config) if resume else ({}, [])
+        kept = config.model_copy(update={"workflow_digests": {**recorded_digests, **config.workflow_digests}})
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.with_suffix(".jsonl.tmp")
-        lines = [json.dumps(_header(config)), *(item.model_dump_json() for item in items)]
+        lines = [json.dumps(_header(kept)), *(item.model_dump_json() for item in items)]
         staging.write_text("\n".join(lines) + "\n", encoding="utf-8")
         os.replace(staging, path)
         return cls(path, path.open("a", encoding="utf-8")), items
