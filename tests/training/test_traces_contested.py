@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from flowsteer_mcp.director.graded import ItemResult
+from training.evaluate.journal import ItemJournal
+from training.evaluate.results import EvalConfig
 from training.traces.contested import contested_screen, screen_records
 from training.train.config import TrainConfig, parse_train_config
 from training.train.loop import load_training_problems
@@ -80,3 +83,31 @@ def test_too_few_contested_problems_for_a_batch_is_refused(tmp_path: Path) -> No
     screen = write_screen(tmp_path / "screen", [episode("a/3", "a", 0.0), episode("a/3", "b", 1.0)])
     with pytest.raises(ValueError, match=r"fewer than rollout\.problems_per_step"):
         load_training_problems(config(tmp_path, screen, problems_per_step=2))
+
+
+def test_an_evaluation_journal_is_a_screen_and_its_run_failures_say_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "eval-train"
+    journal, _ = ItemJournal.open(
+        folder, EvalConfig(directors=["direct", "template:pot4-vote"], concurrency=1), resume=False
+    )
+    for problem_id, direct, voted, error in [
+        ("a/3", 0.0, 1.0, None),  # the workflow decides: contested
+        ("a/4", 1.0, 1.0, None),
+        ("a/5", 0.0, 1.0, "executor_unavailable"),  # a run failure: not a grade
+    ]:
+        for director, grade in (("direct", direct), ("template:pot4-vote", voted)):
+            journal.append(
+                ItemResult(
+                    director=director,
+                    problem_id=problem_id,
+                    source="a",
+                    problem_type="math",
+                    score=grade,
+                    correct=grade == 1.0,
+                    error=error if director == "direct" else None,
+                )
+            )
+    journal.close()
+    assert contested_screen([folder]).contested == ["a/3"]
+    assert contested_screen([folder / "items.jsonl"]).graded_problems == 2
+    assert [p.id for p in load_training_problems(config(tmp_path, folder))] == ["a/3"]

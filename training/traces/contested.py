@@ -4,7 +4,9 @@ Why: CWRPO learns only from groups whose rollouts score differently. On most pro
 is fixed by the problem (every workflow solves it, or none does), so a group drawn there has zero variance and
 teaches nothing; `docs/runs/cpu-warmstart` run 2 drew four such groups in its first step. A screening collection
 (for instance `greedy` against `direct8-exec` on every training problem) marks the problems where the choice of
-workflow decides the outcome, and `data.contested_in` trains on those.
+workflow decides the outcome, and `data.contested_in` trains on those. An evaluation's journal (`items.jsonl` of
+`flowsteer eval --out DIR`, with two or more directors on the same training problems) is a screen too: its
+items carry the same problem ids and grades, so a run already made to choose a workflow need not be repeated.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import structlog
 from pydantic import BaseModel
 
 from training.data import Problem
-from training.sft.dataset import TranscriptError, read_transcript_records
+from training.sft.dataset import TranscriptError, read_transcript_text, transcript_files
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +50,24 @@ def screen_records(records: Iterable[dict[str, Any]]) -> ContestedScreen:
     )
 
 
+def _journal_records(lines: list[str]) -> list[dict[str, Any]]:
+    """An evaluation journal's items as screen records (the header line dropped; `score` is the grade)."""
+    items = [json.loads(line) for line in lines[1:] if line.strip()]
+    return [{"problem_id": i["problem_id"], "correctness": i.get("score"), "error": i.get("error")} for i in items]
+
+
+def _file_records(file: Path) -> list[dict[str, Any]]:
+    lines = read_transcript_text(file).splitlines()
+    first = json.loads(lines[0]) if lines and lines[0].strip() else None
+    if isinstance(first, dict) and "journal" in first:
+        return _journal_records(lines)
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def contested_screen(paths: Sequence[str | Path]) -> ContestedScreen:
-    """The screen of the transcript files or folders at `paths` (as `flowsteer traces collect` writes them)."""
-    return screen_records(read_transcript_records(paths))
+    """The screen of the transcript files or folders at `paths` (as `flowsteer traces collect` writes them), or
+    of evaluation journals (`items.jsonl`, or the `flowsteer eval --out` folder holding one)."""
+    return screen_records(record for file in transcript_files(paths) for record in _file_records(file))
 
 
 def keep_contested(problems: list[Problem], screens: list[str]) -> list[Problem]:
