@@ -5,7 +5,8 @@ wave holding a program that passes every public test. How large the waves are de
 choice must be made on training problems. Running every schedule on the executor would cost hours here, and it
 is not needed: draw i of a sampled node has the same seed in every schedule, so the draws a `direct8-tests`
 screen recorded (the greedy program, then, when it fails the public tests, the seven others) are the draws any
-schedule up to 8 would make. For each schedule this replays the rule in the sandbox, lets the canvas's own
+schedule up to 8 would make. For each schedule this asks the rule itself (`SomeDrawPasses.decide`, which runs the
+drawn programs in the sandbox) after each wave but the last whether to stop, lets the canvas's own
 code selection (`judge_code_candidates`) pick among the drawn programs and grades the pick with the one scorer.
 
 What is estimated, not replayed: the selection's proposed extra inputs (an executor call made when several
@@ -34,6 +35,7 @@ import structlog
 
 from operators.library._execution import execute
 from operators.library.code_selection import judge_code_candidates
+from operators.stopping import Draw, SomeDrawPasses, TaskView
 from training.data import Problem, load_problems
 from training.evaluate.paired import mcnemar_exact
 from training.evaluate.tasks import task_for
@@ -105,19 +107,27 @@ async def passes_public_tests(program: str | None, problem: Problem) -> bool:
     return summary.succeeded
 
 
+async def rule_stops(programs: Sequence[str | None], task: TaskView) -> bool:
+    """What the `passes` rule decides after a wave, asked the way the engine asks it."""
+    draws = [Draw(text=program, code=program) for program in programs if program]
+    decision = await SomeDrawPasses().decide(draws, task, timeout_s=SANDBOX_TIMEOUT_S)
+    return decision.stop
+
+
 async def replay_one(record: Recorded, waves: tuple[int, ...], passing: list[bool]) -> Outcome:
     """The rule's waves over the recorded draws, the selection's pick, its grade and its cost."""
+    task = task_for(record.problem)
+    view = TaskView(task_type="code", public_tests=task.public_tests, entry_point=task.entry_point)
     drawn, tokens = 0, record.greedy_tokens
     for number, size in enumerate(waves):
         if number > 0:
             tokens += record.prompt_tokens + sum(record.completions[drawn - 1 : drawn - 1 + size])
         drawn += size
-        if number < len(waves) - 1 and any(passing[:drawn]):
+        if drawn >= len(record.programs):  # the last recorded draw (the greedy one alone when it passed)
             break
-        if drawn >= len(record.programs):  # the greedy program passed, so the screen drew nothing more
+        if number < len(waves) - 1 and await rule_stops(record.programs[:drawn], view):
             break
     candidates = record.programs[:drawn]
-    task = task_for(record.problem)
     usable = [p for p in candidates if p]
     if not usable:
         return Outcome(False, tokens)
