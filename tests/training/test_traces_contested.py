@@ -108,6 +108,8 @@ def test_an_evaluation_journal_is_a_screen_and_its_run_failures_say_nothing(tmp_
                 )
             )
     journal.close()
+    with (folder / "items.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write('{"director": "direct", "problem_id": "a/4", "sco')  # a run killed mid-write
     assert contested_screen([folder]).contested == ["a/3"]
     assert contested_screen([folder / "items.jsonl"]).graded_problems == 2
     assert [p.id for p in load_training_problems(config(tmp_path, folder))] == ["a/3"]

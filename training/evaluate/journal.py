@@ -113,10 +113,7 @@ def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[s
     ]
 
 
-def _read(path: Path, config: EvalConfig) -> tuple[dict[str, str], list[ItemResult]]:
-    """The journal's workflow digests and items (last one wins per key), after checking the header matches
-    `config`."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+def _header_of(path: Path, lines: list[str]) -> dict[str, Any]:
     if not lines:
         raise JournalError(f"{path} is empty; delete it or choose another --out")
     try:
@@ -125,12 +122,11 @@ def _read(path: Path, config: EvalConfig) -> tuple[dict[str, str], list[ItemResu
         raise JournalError(f"{path}:1: not a journal header ({error.msg}); choose another --out") from None
     if not isinstance(header, dict) or header.get("journal") != JOURNAL_FORMAT:
         raise JournalError(f"{path}:1: not a format-{JOURNAL_FORMAT} evaluation journal; choose another --out")
-    mismatches = _identity_mismatches(header.get("config") or {}, config)
-    if mismatches:
-        raise JournalError(
-            f"{path} was written by a run with other settings ({'; '.join(mismatches)}); "
-            "resume with the same settings or choose another --out"
-        )
+    return header
+
+
+def _items_of(path: Path, lines: list[str]) -> list[ItemResult]:
+    """The items after the header, the last one per key winning (a failed episode run again by --resume)."""
     items: dict[ItemKey, ItemResult] = {}
     for number, line in enumerate(lines[1:], start=2):
         try:
@@ -140,8 +136,39 @@ def _read(path: Path, config: EvalConfig) -> tuple[dict[str, str], list[ItemResu
                 break
             raise JournalError(f"{path}:{number}: not an item record ({error.errors()[0]['msg']})") from None
         items[item_key(item)] = item
+    return list(items.values())
+
+
+def is_journal(path: Path) -> bool:
+    """Whether the file at `path` starts with an evaluation journal's header."""
+    with path.open(encoding="utf-8") as handle:
+        first = handle.readline()
+    try:
+        header = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(header, dict) and header.get("journal") == JOURNAL_FORMAT
+
+
+def read_journal_items(path: Path) -> list[ItemResult]:
+    """A journal's graded items, read as a resume reads them, for readers other than a resumed run (screens)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    _header_of(path, lines)
+    return _items_of(path, lines)
+
+
+def _read(path: Path, config: EvalConfig) -> tuple[dict[str, str], list[ItemResult]]:
+    """The journal's workflow digests and items, after checking the header matches `config`."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = _header_of(path, lines)
+    mismatches = _identity_mismatches(header.get("config") or {}, config)
+    if mismatches:
+        raise JournalError(
+            f"{path} was written by a run with other settings ({'; '.join(mismatches)}); "
+            "resume with the same settings or choose another --out"
+        )
     recorded_digests = (header.get("config") or {}).get("workflow_digests") or {}
-    return dict(recorded_digests), list(items.values())
+    return dict(recorded_digests), _items_of(path, lines)
 
 
 class ItemJournal:

@@ -21,6 +21,7 @@ import structlog
 from pydantic import BaseModel
 
 from training.data import Problem
+from training.evaluate.journal import JournalError, is_journal, read_journal_items
 from training.sft.dataset import TranscriptError, read_transcript_text, transcript_files
 
 log = structlog.get_logger(__name__)
@@ -50,18 +51,12 @@ def screen_records(records: Iterable[dict[str, Any]]) -> ContestedScreen:
     )
 
 
-def _journal_records(lines: list[str]) -> list[dict[str, Any]]:
-    """An evaluation journal's items as screen records (the header line dropped; `score` is the grade)."""
-    items = [json.loads(line) for line in lines[1:] if line.strip()]
-    return [{"problem_id": i["problem_id"], "correctness": i.get("score"), "error": i.get("error")} for i in items]
-
-
 def _file_records(file: Path) -> list[dict[str, Any]]:
-    lines = read_transcript_text(file).splitlines()
-    first = json.loads(lines[0]) if lines and lines[0].strip() else None
-    if isinstance(first, dict) and "journal" in first:
-        return _journal_records(lines)
-    return [json.loads(line) for line in lines if line.strip()]
+    """A transcript file's episodes, or an evaluation journal's items as screen records (`score` is the grade)."""
+    if not file.name.endswith(".gz") and is_journal(file):
+        items = read_journal_items(file)
+        return [{"problem_id": i.problem_id, "correctness": i.score, "error": i.error} for i in items]
+    return [json.loads(line) for line in read_transcript_text(file).splitlines() if line.strip()]
 
 
 def contested_screen(paths: Sequence[str | Path]) -> ContestedScreen:
@@ -75,7 +70,7 @@ def keep_contested(problems: list[Problem], screens: list[str]) -> list[Problem]
     no problem of the data (another dataset, or a dev item) is refused rather than silently training on none."""
     try:
         screen = contested_screen(screens)
-    except (TranscriptError, OSError, KeyError, json.JSONDecodeError) as error:
+    except (TranscriptError, JournalError, OSError, KeyError, json.JSONDecodeError) as error:
         raise ValueError(f"data.contested_in: cannot read the screening transcripts ({error})") from None
     wanted = set(screen.contested)
     kept = [problem for problem in problems if problem.id in wanted]
