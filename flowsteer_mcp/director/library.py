@@ -377,9 +377,9 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
 # GSM8K dev slice (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens (36.0 vs 29.0, 6.4x, in a second
 # run with broken samples dropped); direct-sc4+pot4 scored 39.0 at 8.0x, and within 1 point the cheaper entry wins
 # (docs/runs/full-math). Issue #34's run with the peers kept it as the Pareto winner, by less: 33.0 vs direct 31.0
-# (p = 0.77) at 6.3x; pot4-vote 28.0, aflow-gsm8k 31.0 (docs/runs/full34-math). qa: direct-sc5 on HotpotQA and SQuAD-v2 (100 each): 18.7 / 33.6 vs direct 16.3 / 33.3 F1
-# at 2x tokens, 16.3 / 33.1 vs 16.2 / 32.3 in a second run (docs/runs/full-qa). general keeps `classic` (no general
-# benchmark here).
+# (p = 0.77) at 6.3x; pot4-vote 28.0, aflow-gsm8k 31.0 (docs/runs/full34-math). qa: direct-sc5 on HotpotQA and
+# SQuAD-v2 (100 each): 18.7 / 33.6 vs direct 16.3 / 33.3 F1 at 2x tokens, 16.3 / 33.1 vs 16.2 / 32.3 in a second
+# run (docs/runs/full-qa). general keeps `classic` (no general benchmark here).
 DEFAULT_WORKFLOW: dict[str, str] = {
     "code": "direct8-passes",
     "math": "direct-sc8",
