@@ -33,7 +33,7 @@ async def policy_episode(
     client: Client, task: dict[str, Any], policy: DemoPolicy, totals: dict[str, int], options: dict[str, Any]
 ) -> str:
     """Serve the director, let it build the workflow for `task`, print its turns; returns the workflow's id."""
-    from flowsteer_mcp.director.policy import PolicyDirector
+    from openai import AsyncOpenAI
 
     meta = task.get("meta", {})
     spec = TaskSpec(
@@ -47,11 +47,11 @@ async def policy_episode(
         print(
             f"director: {card.name} (LoRA on {card.base_model}, {card.steps} steps), served by {served.via}", flush=True
         )
-        director = PolicyDirector.from_url(served.url, served.model, canvas_options=options)
-        try:
+        # it plays the game on its card; the demo's own options fill in what the card leaves unset
+        async with AsyncOpenAI(base_url=served.url, api_key="not-needed", max_retries=2) as policy_client:
+            director = policy.shipped.director(policy_client, served.model)
+            director.canvas_options = {**options, **director.canvas_options}
             result = await director.run(spec, client)
-        finally:
-            await director.client.close()
     for number, record in enumerate(result.records, start=1):
         print(f"[{number}] {record.kind}: {_flat(record.sent, 90)}", flush=True)
         print(f"    {'ok' if record.ok else 'refused'}: {_flat(record.feedback, 110)}", flush=True)

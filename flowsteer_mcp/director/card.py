@@ -17,10 +17,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from openai import AsyncOpenAI
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flowsteer_mcp.director.play import DirectorPlay
+from flowsteer_mcp.director.policy import PolicyDirector
 from flowsteer_mcp.errors import FlowSteerError
 from operators.models.catalog import CATALOG
+from operators.registry import OperatorRegistry
 
 DIRECTOR_DIR_ENV = "FLOWSTEER_DIRECTOR_DIR"
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
@@ -53,6 +57,8 @@ class DirectorCard(BaseModel):
     steps: int = Field(ge=0)
     command: str = Field(min_length=1)  # the command that trained it, to reproduce it
     results: str = ""  # a short table of measured results (Markdown), copied from the run's report
+    # How it plays (observation template, sampling, canvas options): its training config's rollout settings
+    play: DirectorPlay = Field(default_factory=DirectorPlay)
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,10 @@ class ShippedDirector:
     @property
     def adapter(self) -> Path:
         return self.folder / ADAPTER_DIR
+
+    def director(self, client: AsyncOpenAI, model: str, *, registry: OperatorRegistry | None = None) -> PolicyDirector:
+        """The policy director on `client`/`model` (where the adapter is served), playing the game it learned."""
+        return self.card.play.director(client, model, self.folder, registry=registry)
 
     def identity(self) -> str:
         """Base model, card name and the adapter's digest: what an evaluation records as the policy's weights, so a
@@ -103,6 +113,12 @@ def shipped_director(folder: Path | None = None) -> ShippedDirector:
         )
     shipped = ShippedDirector(card=card, folder=folder)
     _check_adapter(shipped)
+    observation = card.play.observation
+    if observation is not None and not (folder / observation).is_file():
+        raise DirectorCardError(
+            f"{card_path} says the director plays on the observation template {observation!r}, but "
+            f"{folder / observation} is missing: copy the template its training config names into that folder"
+        )
     return shipped
 
 

@@ -17,7 +17,7 @@ from mcp import Client
 from openai import AsyncOpenAI
 
 from flowsteer_mcp.canvas.observation import ObservationBuilder
-from flowsteer_mcp.canvas.options import TaskSpec
+from flowsteer_mcp.canvas.options import CanvasOptions, TaskSpec
 from flowsteer_mcp.canvas.step import StateView
 from flowsteer_mcp.director.episode import EpisodeResult, TurnRecord
 from flowsteer_mcp.director.finalize import add_usage, collect
@@ -58,6 +58,7 @@ class PolicyDirector:
         reask: bool = True,
         reask_max_tokens: int = REASK_MAX_TOKENS,
         transcript: bool = False,
+        own_system_prompt: bool = False,
     ) -> None:
         self.client = client
         self.model = model
@@ -72,6 +73,9 @@ class PolicyDirector:
         # transcript=True is the `history` observation mode: every turn sees the whole conversation so far
         # (system, each observation, each of its own replies) instead of system + the current observation.
         self.transcript = transcript
+        # own_system_prompt=True renders the system prompt from `observer` (the template the policy was trained on)
+        # instead of taking the server's, so it plays the same game on any server (a shipped director's card).
+        self.own_system_prompt = own_system_prompt
 
     @classmethod
     def from_url(cls, base_url: str, model: str, *, api_key: str | None = None, **kwargs: Any) -> PolicyDirector:
@@ -100,7 +104,7 @@ class PolicyDirector:
         try:
             created = await link.create(task, self.canvas_options or None)
             workflow_id = created["workflow_id"]
-            system = created["system_prompt"]
+            system = self._system_prompt() if self.own_system_prompt else created["system_prompt"]
             state = StateView.model_validate(created["state"])
             feedback: str | None = None
             history: list[dict[str, str]] | None = [{"role": "system", "content": system}] if self.transcript else None
@@ -117,6 +121,10 @@ class PolicyDirector:
         except CanvasCallError as error:
             result = result.model_copy(update={"error": str(error)})
         return result.model_copy(update={"wall_s": time.monotonic() - started})
+
+    def _system_prompt(self) -> str:
+        options = CanvasOptions.model_validate(self.canvas_options)  # the finish gate the server will apply
+        return self.observer.system_prompt(self.registry, options.finish_policy())
 
     async def _round(
         self,

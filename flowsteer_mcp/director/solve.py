@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 from mcp import Client
+from openai import AsyncOpenAI
 
 from flowsteer_mcp.canvas.options import TaskSpec
-from flowsteer_mcp.director.card import DirectorCardError, shipped_director
+from flowsteer_mcp.director.card import DirectorCardError, ShippedDirector, shipped_director
 from flowsteer_mcp.director.episode import Director, EpisodeResult
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.served import SERVE_MODES, DirectorServing, ServedDirector
@@ -35,6 +37,14 @@ def _director_name(name: str) -> str:
             raise argparse.ArgumentTypeError(str(error)) from None
         return name
     raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from direct, template, template:NAME, policy)")
+
+
+@dataclass(frozen=True)
+class ShippedPlay:
+    """The shipped director and the context that serves it while an episode plays."""
+
+    director: ShippedDirector
+    serving: AbstractAsyncContextManager[ServedDirector]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,9 +69,11 @@ def _parser() -> argparse.ArgumentParser:
         help="without --policy-url: serve the shipped director with vLLM, the local transformers server, or "
         "whichever is available (auto, the default)",
     )
-    parser.add_argument("--max-rounds", type=int, default=20)
-    parser.add_argument("--finish", choices=["paper", "relaxed"], default="paper")
-    parser.add_argument("--thinking", choices=["on", "off", "unset"], default="unset")
+    # The shipped director plays the game on its card (docs/design/shipped-director.md); these three set the game
+    # of a policy given by --policy-url.
+    parser.add_argument("--max-rounds", type=int, default=20, help="round budget of a --policy-url policy")
+    parser.add_argument("--finish", choices=["paper", "relaxed"], default="paper", help="finish gate (--policy-url)")
+    parser.add_argument("--thinking", choices=["on", "off", "unset"], default="unset", help="(--policy-url)")
     return parser
 
 
@@ -92,9 +104,7 @@ def print_episode(result: EpisodeResult) -> None:
     print(result.answer if result.answer is not None else "(none)", file=out)
 
 
-async def solve(
-    args: argparse.Namespace, shipped: AbstractAsyncContextManager[ServedDirector] | None = None
-) -> EpisodeResult:
+async def solve(args: argparse.Namespace, shipped: ShippedPlay | None = None) -> EpisodeResult:
     """One episode; `shipped` serves the shipped director while it plays (policy without --policy-url)."""
     from flowsteer_mcp.runner_choice import build_runner
     from flowsteer_mcp.server import build_server
@@ -119,9 +129,7 @@ async def solve(
             return await director.run(task, client)
 
 
-async def _director(
-    args: argparse.Namespace, stack: AsyncExitStack, shipped: AbstractAsyncContextManager[ServedDirector] | None
-) -> Director:
+async def _director(args: argparse.Namespace, stack: AsyncExitStack, shipped: ShippedPlay | None) -> Director:
     if args.director == "direct":
         from flowsteer_mcp.director.direct import DirectDirector
         from operators.backends.factory import build_executor_backend
@@ -138,13 +146,16 @@ async def _director(
     if not url:
         if shipped is None:
             raise ValueError("the policy director needs --policy-url/--policy-model or a shipped director to serve")
-        served = await stack.enter_async_context(shipped)
+        served = await stack.enter_async_context(shipped.serving)
         shared = f"; base model {served.base_model!r} at the same url" if served.base_model else ""
         print(
             f"policy: shipped director served by {served.via} at {served.url} as {served.model!r}{shared}",
             file=sys.stderr,
         )
-        url, model = served.url, served.model
+        # it plays the game it was trained on (its card's play settings), not this command's defaults
+        client = AsyncOpenAI(base_url=served.url, api_key="not-needed", max_retries=2)
+        stack.push_async_callback(client.close)
+        return shipped.director.director(client, served.model)
     thinking = {"on": True, "off": False, "unset": None}[args.thinking]
     return PolicyDirector.from_url(
         url,
@@ -185,7 +196,7 @@ def solve_main(argv: list[str], serve_director: DirectorServing | None = None) -
         print(
             f"policy: the shipped director {director.card.name!r} (LoRA on {director.card.base_model})", file=sys.stderr
         )
-        shipped = serve_director(director, args.policy_serve or "auto")
+        shipped = ShippedPlay(director, serve_director(director, args.policy_serve or "auto"))
     result = anyio.run(solve, args, shipped)
     print_episode(result)
     return 0 if result.answer is not None else 1

@@ -167,11 +167,22 @@ async def _library_solve(kit: ToolKit, spec: TaskSpec, workflow: str, ctx: Conte
 
 async def _policy_solve(kit: ToolKit, spec: TaskSpec, ctx: Context) -> SolveResult:
     endpoint = kit.policy.endpoint()  # refused before anything is created when no policy is configured
-    options = kit.options_from(POLICY_OPTIONS)
+    shipped = kit.policy.shipped if kit.policy.fixed is None else None
+    # the shipped director plays the game on its card (its training run's canvas options and observations)
+    given = (
+        POLICY_OPTIONS
+        if shipped is None
+        else WorkflowOptionsInput.model_validate({**POLICY_OPTIONS.model_dump(), **shipped.card.play.canvas})
+    )
+    options = kit.options_from(given)
     link = KitLink(kit, ctx, options)
     async with AsyncOpenAI(base_url=endpoint.url, api_key="not-needed", max_retries=2) as client:
-        director = PolicyDirector(
-            client, endpoint.model, sampling=PolicySampling(), observer=kit.observer, registry=kit.registry
+        director = (
+            PolicyDirector(
+                client, endpoint.model, sampling=PolicySampling(), observer=kit.observer, registry=kit.registry
+            )
+            if shipped is None
+            else shipped.director(client, endpoint.model, registry=kit.registry)
         )
         episode = await director.drive(spec, link)
     if link.workflow_id is None:  # the canvas was never created: nothing to report but the reason

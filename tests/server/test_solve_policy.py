@@ -148,3 +148,38 @@ async def test_the_server_serves_the_shipped_director_for_its_lifespan(
             result = await ToolCaller(client).ok("solve", task=TASK, task_type="math", director="policy")
         assert events == ["start test-director local", "stop"]
     assert result["workflow"] == ADAPTER_SERVED_NAME and result["answer"] == "Custom"
+
+
+async def test_the_served_director_plays_the_game_on_its_card(
+    registry: OperatorRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its card's canvas options shape the workflow the server creates for it, and it reads the system prompt of
+    its own observation template, not the server's."""
+    folder = fake_director(
+        tmp_path / "director", play={"canvas": {"max_rounds": 1, "finish": "relaxed"}, "observation": "obs.txt"}
+    )
+    (folder / "obs.txt").write_text("CARD TEMPLATE. Operators: $operator_names\n", encoding="utf-8")
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(folder))
+    up = anyio.Event()
+    with OpenAIStub(responder=replayed_policy, served_models=[ADAPTER_SERVED_NAME]) as stub:
+
+        @asynccontextmanager
+        async def serving_double(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+            up.set()
+            yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
+
+        app = build_server(
+            ServerSettings(serve_director="local"),
+            registry=registry,
+            runner=ScriptedRunner(),
+            store=MemoryStore(),
+            serve_director=serving_double,
+        )
+        async with Client(app.mcp) as client:
+            with anyio.fail_after(5):
+                await up.wait()
+            result = await ToolCaller(client).ok("solve", task=TASK, task_type="math", director="policy")
+        messages = [request.body["messages"] for request in stub.chat_requests]
+        systems = [turn[0]["content"] for turn in messages if turn[0]["role"] == "system"]
+    assert result["turns"] == 1  # the card's one round, not the server's twenty
+    assert systems and all(text.startswith("CARD TEMPLATE. Operators: ") for text in systems)

@@ -17,7 +17,13 @@ import pytest
 from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, DIRECTOR_DIR_ENV, ShippedDirector
 from flowsteer_mcp.director.served import ServedDirector, ServeMode
 from tests.support.openai_stub import OpenAIStub, StubReply
-from tests.support.shipped_director import SMALL_MODEL, fake_director, random_lora_director, requires_small_model
+from tests.support.shipped_director import (
+    SMALL_MODEL,
+    fake_director,
+    random_lora_director,
+    requires_small_model,
+    write_card,
+)
 from training import serve_director
 from training.cli import main
 
@@ -69,6 +75,8 @@ def test_solve_plays_the_shipped_director_served_locally(
     tmp_path: Path, executor_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = random_lora_director(tmp_path / "director")
+    # the card's game: one round of short turns (an untrained adapter writes until its budget runs out)
+    write_card(folder, play={"canvas": {"max_rounds": 1}, "sampling": {"max_action_tokens": 48}})
     monkeypatch.setenv(DIRECTOR_DIR_ENV, str(folder))
     served: list[ServedDirector] = []
     serve = serve_director.serve_shipped_director
@@ -81,7 +89,7 @@ def test_solve_plays_the_shipped_director_served_locally(
 
     monkeypatch.setattr(serve_director, "serve_shipped_director", one_thread)
     argv = ["solve", "What is 6*7?", "--task-type", "math", "--director", "policy", "--policy-serve", "local"]
-    code = main([*argv, "--config", str(executor_config), "--max-rounds", "1"])
+    code = main([*argv, "--config", str(executor_config), "--max-rounds", "5"])  # the card's 1 round wins
     out, err = capsys.readouterr()
     assert code in (0, 1), err  # 1: the untrained adapter built nothing that answers
     assert "policy: the shipped director 'test-director' (LoRA on smollm2-135m-instruct)" in err

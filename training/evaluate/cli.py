@@ -174,13 +174,14 @@ def _add_director_arguments(who: argparse._ArgumentGroup) -> None:
         type=Path,
         metavar="TRAIN.yaml",
         help="play the policy as its training rollouts did: that config's sampling, canvas options, re-ask and "
-        "observation template (default: the director's own defaults)",
+        "observation template (default: the shipped director's card, else the director's own defaults)",
     )
     who.add_argument(
         "--policy-temperature",
         type=_non_negative_float,
         metavar="T",
-        help="the policy's sampling temperature instead of --policy-config's (e.g. 0: its most likely workflow)",
+        help="the policy's sampling temperature instead of --policy-config's or the card's (e.g. 0: its most "
+        "likely workflow)",
     )
     who.add_argument(
         "--policy-serve",
@@ -256,8 +257,11 @@ def check_eval_arguments(parser: argparse.ArgumentParser, args: argparse.Namespa
             "--policy-url/--policy-model/--policy-api-key-env/--policy-reask-tokens/--policy-config/"
             "--policy-temperature/--policy-serve are only used with --director policy"
         )
-    if args.policy_temperature is not None and args.policy_config is None:
-        parser.error("--policy-temperature needs --policy-config (the rollout settings it overrides)")
+    if args.policy_temperature is not None and args.policy_config is None and (args.policy_url or args.replay):
+        parser.error(
+            "--policy-temperature needs --policy-config or the shipped director's card (the rollout settings it "
+            "overrides)"
+        )
     if args.mcp_url and (args.record or args.replay):
         parser.error(
             "--record/--replay need the in-process server (the remote server's executor is not ours); drop --mcp-url"
@@ -367,7 +371,7 @@ def _prepare(args: argparse.Namespace, shipped: ShippedPolicy | None) -> _Run:
     """Load the problems and build the directors and the executor; raises on bad input (nothing is running)."""
     from operators.backends.config import EngineConfig, load_config
     from training.evaluate.directors import PolicyEndpoint, build_director, build_workflow_director
-    from training.evaluate.policy_play import policy_play
+    from training.evaluate.policy_play import policy_play, shipped_play
     from training.evaluate.recording import executor_backend, start_recording
 
     names: list[str] = args.director or []
@@ -380,11 +384,15 @@ def _prepare(args: argparse.Namespace, shipped: ShippedPolicy | None) -> _Run:
         if needs_executor
         else None
     )
-    play = policy_play(args.policy_config, temperature=args.policy_temperature) if args.policy_config else None
+    play = None
+    if args.policy_config:
+        play = policy_play(args.policy_config, temperature=args.policy_temperature)
+    elif shipped is not None:  # the shipped director plays the game on its card
+        play = shipped_play(shipped.director, temperature=args.policy_temperature)
     if play is not None and play.system_template and args.mcp_url:
         raise ValueError(
-            f"{args.policy_config} sets rollout.system_template, which only the in-process server can use; "
-            "drop --mcp-url or start that server with the same template"
+            f"the policy plays on its own observation template ({play.source}), which only the in-process server "
+            "can use; drop --mcp-url or start that server with the same template"
         )
     policy_urls: list[str] = args.policy_url or []
     policy = PolicyEndpoint(

@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flowsteer_mcp.director.card import ShippedDirector
+
 
 class PolicyPlay(BaseModel):
     """The rollout settings an evaluated policy plays under; recorded in the report and checked on --resume."""
@@ -48,6 +50,26 @@ def recorded_identity(recorded: dict[str, Any]) -> dict[str, Any]:
         if name not in NOT_IDENTITY and not field.is_required()
     }
     return {**defaults, **recorded}
+
+
+def shipped_play(shipped: ShippedDirector, *, temperature: float | None = None) -> PolicyPlay:
+    """The settings the shipped director's card records (its training config's rollout settings)."""
+    play = shipped.card.play
+    sampling = play.sampling.model_dump(mode="json", exclude={"seed", "request_token_ids"})
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    template = shipped.folder / play.observation if play.observation else None
+    return PolicyPlay(
+        source=f"card:{shipped.card.name}",
+        sampling=sampling,
+        seeded=play.seeded,
+        canvas=play.canvas_options(),
+        reask=play.reask,
+        reask_max_tokens=play.reask_max_tokens,
+        transcript=play.transcript,
+        system_template=str(template) if template else None,
+        system_template_sha256=hashlib.sha256(template.read_bytes()).hexdigest() if template else None,
+    )
 
 
 def policy_play(config_path: Path, *, temperature: float | None = None) -> PolicyPlay:

@@ -1,0 +1,93 @@
+"""Ship a trained adapter as the package's Flow-Director: the adapter folder, its card, and how it plays.
+
+Why a function and not a checklist: the card must say exactly how the director was trained to play (observation
+template, sampling, canvas options); copied by hand, one missed setting makes users play a game the policy never
+learned. Everything here is taken from the training config and the adapter folder, nothing is typed in.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from flowsteer_mcp.director.card import (
+    ADAPTER_CONFIG,
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    CARD_FILE,
+    DirectorCard,
+    ShippedDirector,
+    shipped_director,
+)
+from flowsteer_mcp.director.generation import PolicySampling
+from flowsteer_mcp.director.play import DirectorPlay
+from training.train.config import TrainConfig
+
+OBSERVATION_FILE = "observation.txt"
+
+
+def play_of(config: TrainConfig) -> DirectorPlay:
+    """The rollout settings of `config` as a card records them (the template travels as `observation.txt`)."""
+    rollout = config.rollout
+    sampling = rollout.sampling.model_dump(exclude={"seeded", "reask", "reask_max_tokens"})
+    return DirectorPlay(
+        sampling=PolicySampling(**sampling),
+        seeded=rollout.sampling.seeded,
+        canvas=rollout.canvas.model_dump(mode="json"),
+        reask=rollout.sampling.reask,
+        reask_max_tokens=rollout.sampling.reask_max_tokens,
+        transcript=rollout.mode == "history",
+        observation=OBSERVATION_FILE if rollout.system_template else None,
+    )
+
+
+def ship_director(
+    config: TrainConfig,
+    adapter: Path,
+    out: Path,
+    *,
+    name: str,
+    steps: int,
+    trained_on: str,
+    command: str,
+    results: str = "",
+) -> ShippedDirector:
+    """Write `out` (card.json, adapter/, the observation template) and return it as the locator reads it.
+
+    The folder is built beside `out` and renamed into place, so a failure leaves the previous director whole.
+    Raises DirectorCardError (or ValueError) when the result would not load.
+    """
+    for required in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
+        if not (adapter / required).is_file():
+            raise ValueError(f"{adapter} is not a PEFT adapter folder: {required} is missing")
+    card = DirectorCard(
+        name=name,
+        base_model=config.policy.model,
+        adapter_bytes=(adapter / ADAPTER_WEIGHTS).stat().st_size,
+        trained_on=trained_on,
+        steps=steps,
+        command=command,
+        results=results,
+        play=play_of(config),
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the package folder is read by whoever installs it
+    try:
+        (staging / ADAPTER_DIR).mkdir()
+        for required in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
+            shutil.copyfile(adapter / required, staging / ADAPTER_DIR / required)
+        if config.rollout.system_template:
+            shutil.copyfile(config.rollout.system_template, staging / OBSERVATION_FILE)
+        text = json.dumps(card.model_dump(mode="json", exclude_defaults=True), indent=2) + "\n"
+        (staging / CARD_FILE).write_text(text, encoding="utf-8")
+        shipped_director(staging)  # refuse a folder the locator would refuse
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return shipped_director(out)
