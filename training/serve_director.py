@@ -32,6 +32,7 @@ import structlog
 import operators
 from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, ShippedDirector, lora_rank
 from flowsteer_mcp.director.served import ServedDirector, ServeMode
+from operators.backends.local import cpu_has_native_bf16
 from operators.models import prepare
 from operators.models.catalog import UnknownModelError
 from operators.models.errors import ModelPrepareError
@@ -65,6 +66,7 @@ class VLLMProfile:
     enforce_eager: bool = False
     max_model_len: int | None = None  # None: the model's own context length
     env: tuple[tuple[str, str], ...] = ()
+    dtype: str = "auto"  # auto: the model's own (bf16 for the catalog's models)
 
     @classmethod
     def for_this_machine(cls) -> VLLMProfile:
@@ -73,7 +75,13 @@ class VLLMProfile:
         fits next to the executor on a small machine."""
         if shutil.which("nvidia-smi"):
             return cls()
-        return cls(enforce_eager=True, max_model_len=4096, env=(("VLLM_CPU_KVCACHE_SPACE", "1"),))
+        # bf16 on a CPU without native bf16 units (AVX512-BF16, AMX) is emulated and several times slower than fp32
+        return cls(
+            enforce_eager=True,
+            max_model_len=4096,
+            env=(("VLLM_CPU_KVCACHE_SPACE", "1"),),
+            dtype="bfloat16" if cpu_has_native_bf16() else "float32",
+        )
 
 
 def vllm_available(python: str | None = None) -> bool:
@@ -153,7 +161,7 @@ def _start_vllm(
         host=host,
         max_lora_rank=vllm_lora_rank(lora_rank(shipped)),
         max_loras=1,
-        dtype="auto",
+        dtype=profile.dtype,
         enforce_eager=profile.enforce_eager,
         max_model_len=profile.max_model_len,
         extra_args=["--lora-modules", f"{ADAPTER_SERVED_NAME}={shipped.adapter}"],

@@ -158,6 +158,11 @@ def test_the_vllm_profile_fits_a_cpu_machine_without_a_gpu(monkeypatch: pytest.M
     monkeypatch.setattr(serve_director.shutil, "which", lambda name: None)
     cpu = VLLMProfile.for_this_machine()
     assert cpu.enforce_eager and cpu.max_model_len == 4096 and dict(cpu.env) == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    # bf16 only where the CPU computes it natively; emulated bf16 is several times slower than fp32
+    monkeypatch.setattr(serve_director, "cpu_has_native_bf16", lambda: False)
+    assert VLLMProfile.for_this_machine().dtype == "float32"
+    monkeypatch.setattr(serve_director, "cpu_has_native_bf16", lambda: True)
+    assert VLLMProfile.for_this_machine().dtype == "bfloat16"
     monkeypatch.setattr(serve_director.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
     assert VLLMProfile.for_this_machine() == VLLMProfile()
 
