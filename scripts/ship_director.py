@@ -26,6 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trained-on", required=True, help="the data, e.g. 'mbpp+gsm8k train, 24 problems each'")
     parser.add_argument("--command", required=True, help="the command(s) that trained it")
     parser.add_argument("--results", type=Path, help="a Markdown file with the measured results")
+    parser.add_argument(
+        "--temperature", type=float, help="play at this sampling temperature instead of the rollouts' (0: greedy)"
+    )
     parser.add_argument("--out", type=Path, default=SHIPPED_DIR, help="default: the package's shipped/ folder")
     args = parser.parse_args(argv)
     try:
@@ -40,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             trained_on=args.trained_on,
             command=args.command,
             results=results,
+            temperature=args.temperature,
         )
     except (TrainConfigError, DirectorCardError, ValueError, OSError) as error:
         print(f"ship_director: error: {error}", file=sys.stderr)

@@ -28,10 +28,15 @@ from training.train.config import TrainConfig
 OBSERVATION_FILE = "observation.txt"
 
 
-def play_of(config: TrainConfig) -> DirectorPlay:
-    """The rollout settings of `config` as a card records them (the template travels as `observation.txt`)."""
+def play_of(config: TrainConfig, *, temperature: float | None = None) -> DirectorPlay:
+    """The rollout settings of `config` as a card records them (the template travels as `observation.txt`).
+
+    `temperature` replaces the rollouts' sampling temperature, the one setting a deployment may choose apart
+    (e.g. 0: the policy's most likely workflow instead of the exploration CWRPO needs)."""
     rollout = config.rollout
     sampling = rollout.sampling.model_dump(exclude={"seeded", "reask", "reask_max_tokens"})
+    if temperature is not None:
+        sampling["temperature"] = temperature
     return DirectorPlay(
         sampling=PolicySampling(**sampling),
         seeded=rollout.sampling.seeded,
@@ -53,6 +58,7 @@ def ship_director(
     trained_on: str,
     command: str,
     results: str = "",
+    temperature: float | None = None,
 ) -> ShippedDirector:
     """Write `out` (card.json, adapter/, the observation template) and return it as the locator reads it.
 
@@ -70,7 +76,7 @@ def ship_director(
         steps=steps,
         command=command,
         results=results,
-        play=play_of(config),
+        play=play_of(config, temperature=temperature),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))

@@ -98,3 +98,10 @@ def test_shipping_refuses_a_folder_that_is_no_adapter_and_keeps_the_old_one(tmp_
 def test_play_of_the_warm_start_config_matches_its_rollouts() -> None:
     play = play_of(load_train_config(CONFIG))
     assert play.observation == OBSERVATION_FILE and play.transcript is False
+
+
+def test_a_deployment_may_play_at_another_temperature_only() -> None:
+    config = load_train_config(CONFIG)
+    greedy, rollouts = play_of(config, temperature=0.0), play_of(config)
+    assert greedy.sampling.temperature == 0.0 and rollouts.sampling.temperature == 1.0
+    assert greedy.model_copy(update={"sampling": rollouts.sampling}) == rollouts
