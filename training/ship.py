@@ -17,35 +17,13 @@ from flowsteer_mcp.director.card import (
     ADAPTER_DIR,
     ADAPTER_WEIGHTS,
     CARD_FILE,
+    OBSERVATION_FILE,
     DirectorCard,
     ShippedDirector,
     shipped_director,
 )
-from flowsteer_mcp.director.generation import PolicySampling
-from flowsteer_mcp.director.play import DirectorPlay
+from training.evaluate.policy_play import play_of
 from training.train.config import TrainConfig
-
-OBSERVATION_FILE = "observation.txt"
-
-
-def play_of(config: TrainConfig, *, temperature: float | None = None) -> DirectorPlay:
-    """The rollout settings of `config` as a card records them (the template travels as `observation.txt`).
-
-    `temperature` replaces the rollouts' sampling temperature, the one setting a deployment may choose apart
-    (e.g. 0: the policy's most likely workflow instead of the exploration CWRPO needs)."""
-    rollout = config.rollout
-    sampling = rollout.sampling.model_dump(exclude={"seeded", "reask", "reask_max_tokens"})
-    if temperature is not None:
-        sampling["temperature"] = temperature
-    return DirectorPlay(
-        sampling=PolicySampling(**sampling),
-        seeded=rollout.sampling.seeded,
-        canvas=rollout.canvas.model_dump(mode="json"),
-        reask=rollout.sampling.reask,
-        reask_max_tokens=rollout.sampling.reask_max_tokens,
-        transcript=rollout.mode == "history",
-        observation=OBSERVATION_FILE if rollout.system_template else None,
-    )
 
 
 def ship_director(

@@ -32,6 +32,7 @@ CARD_FILE = "card.json"
 ADAPTER_DIR = "adapter"
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+OBSERVATION_FILE = "observation.txt"  # the observation template a director plays on, when not the built-in one
 ADAPTER_SERVED_NAME = "flow-director"
 """The name the adapter is served under (vLLM's `--lora-modules flow-director=...`, the local server's name)."""
 TRAIN_DOC = "docs/design/shipped-director.md"

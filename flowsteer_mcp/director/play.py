@@ -47,6 +47,11 @@ class DirectorPlay(BaseModel):
         CanvasOptions.model_validate(value)  # unknown or invalid options fail when the card is read
         return value
 
+    def at_temperature(self, temperature: float) -> DirectorPlay:
+        """The same game sampled at `temperature`: the one setting a deployment or an evaluation may choose apart
+        (e.g. 0, the policy's most likely workflow, instead of the exploration CWRPO rollouts need)."""
+        return self.model_copy(update={"sampling": self.sampling.model_copy(update={"temperature": temperature})})
+
     def observer(self, folder: Path) -> ObservationBuilder:
         """The observation builder of the training run (the template file is looked up in `folder`)."""
         if self.observation is None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from flowsteer_mcp.director.card import CARD_FILE, DirectorCardError, shipped_director
+from flowsteer_mcp.director.card import CARD_FILE, OBSERVATION_FILE, DirectorCardError, shipped_director
 from flowsteer_mcp.director.play import DirectorPlay
 from tests.support.shipped_director import fake_director
-from training.evaluate.policy_play import policy_play, shipped_play
-from training.ship import OBSERVATION_FILE, play_of, ship_director
+from training.evaluate.policy_play import play_of, policy_play, shipped_play
+from training.ship import ship_director
 from training.train.config import load_train_config
 
 CONFIG = Path("configs/cpu-director.yaml")

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowsteer_mcp.director.card import ShippedDirector
+from flowsteer_mcp.director.card import OBSERVATION_FILE, ShippedDirector
+from flowsteer_mcp.director.generation import PolicySampling
+from flowsteer_mcp.director.play import DirectorPlay
+
+if TYPE_CHECKING:
+    from training.train.config import TrainConfig
 
 
 class PolicyPlay(BaseModel):
@@ -52,16 +57,27 @@ def recorded_identity(recorded: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **recorded}
 
 
-def shipped_play(shipped: ShippedDirector, *, temperature: float | None = None) -> PolicyPlay:
-    """The settings the shipped director's card records (its training config's rollout settings)."""
-    play = shipped.card.play
-    sampling = play.sampling.model_dump(mode="json", exclude={"seed", "request_token_ids"})
-    if temperature is not None:
-        sampling["temperature"] = temperature
-    template = shipped.folder / play.observation if play.observation else None
+def play_of(config: TrainConfig, *, temperature: float | None = None) -> DirectorPlay:
+    """The rollout settings of `config` as a card records them (its template travels as `OBSERVATION_FILE`)."""
+    rollout = config.rollout
+    sampling = rollout.sampling.model_dump(exclude={"seeded", "reask", "reask_max_tokens"})
+    play = DirectorPlay(
+        sampling=PolicySampling(**sampling),
+        seeded=rollout.sampling.seeded,
+        canvas=rollout.canvas.model_dump(mode="json"),
+        reask=rollout.sampling.reask,
+        reask_max_tokens=rollout.sampling.reask_max_tokens,
+        transcript=rollout.mode == "history",
+        observation=OBSERVATION_FILE if rollout.system_template else None,
+    )
+    return play if temperature is None else play.at_temperature(temperature)
+
+
+def _evaluated(play: DirectorPlay, *, source: str, template: Path | None) -> PolicyPlay:
+    """`play` as an evaluation records it, its observation template read from `template`."""
     return PolicyPlay(
-        source=f"card:{shipped.card.name}",
-        sampling=sampling,
+        source=source,
+        sampling=play.sampling.model_dump(mode="json", exclude={"seed", "request_token_ids"}),
         seeded=play.seeded,
         canvas=play.canvas_options(),
         reask=play.reask,
@@ -72,23 +88,19 @@ def shipped_play(shipped: ShippedDirector, *, temperature: float | None = None) 
     )
 
 
+def shipped_play(shipped: ShippedDirector, *, temperature: float | None = None) -> PolicyPlay:
+    """The settings the shipped director's card records (its training config's rollout settings)."""
+    play = shipped.card.play if temperature is None else shipped.card.play.at_temperature(temperature)
+    template = shipped.folder / play.observation if play.observation else None
+    return _evaluated(play, source=f"card:{shipped.card.name}", template=template)
+
+
 def policy_play(config_path: Path, *, temperature: float | None = None) -> PolicyPlay:
     """The rollout settings of the training config at `config_path`; raises TrainConfigError when it is invalid."""
     from training.train.config import load_train_config
 
-    rollout = load_train_config(config_path).rollout
-    sampling = rollout.sampling.model_dump(mode="json", exclude={"seeded", "reask", "reask_max_tokens"})
-    if temperature is not None:
-        sampling["temperature"] = temperature
-    template = rollout.system_template
-    return PolicyPlay(
-        source=str(config_path),
-        sampling=sampling,
-        seeded=rollout.sampling.seeded,
-        canvas=rollout.canvas.model_dump(mode="json"),
-        reask=rollout.sampling.reask,
-        reask_max_tokens=rollout.sampling.reask_max_tokens,
-        transcript=rollout.mode == "history",
-        system_template=template,
-        system_template_sha256=hashlib.sha256(Path(template).read_bytes()).hexdigest() if template else None,
+    config = load_train_config(config_path)
+    template = config.rollout.system_template
+    return _evaluated(
+        play_of(config, temperature=temperature), source=str(config_path), template=Path(template) if template else None
     )
