@@ -118,35 +118,41 @@ def test_serve_director_without_a_shipped_director_is_refused_at_startup(
         )
 
 
+async def _solve_with_the_served_director(registry: OperatorRegistry, stub: OpenAIStub, events: list[str]) -> Any:
+    """One policy `solve` on a server that serves the shipped director through a double speaking for `stub`;
+    `events` records the double's start and stop."""
+    up = anyio.Event()
+
+    @asynccontextmanager
+    async def serving_double(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+        events.append(f"start {shipped.card.name} {mode}")
+        up.set()
+        try:
+            yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
+        finally:
+            events.append("stop")
+
+    app = build_server(
+        ServerSettings(serve_director="local"),
+        registry=registry,
+        runner=ScriptedRunner(),
+        store=MemoryStore(),
+        serve_director=serving_double,
+    )
+    async with Client(app.mcp) as client:
+        with anyio.fail_after(5):
+            await up.wait()
+        return await ToolCaller(client).ok("solve", task=TASK, task_type="math", director="policy")
+
+
 async def test_the_server_serves_the_shipped_director_for_its_lifespan(
     registry: OperatorRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(DIRECTOR_DIR_ENV, str(fake_director(tmp_path / "director")))
     events: list[str] = []
-    up = anyio.Event()
     with OpenAIStub(responder=replayed_policy, served_models=[ADAPTER_SERVED_NAME]) as stub:
-
-        @asynccontextmanager
-        async def serving_double(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
-            events.append(f"start {shipped.card.name} {mode}")
-            up.set()
-            try:
-                yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
-            finally:
-                events.append("stop")
-
-        app = build_server(
-            ServerSettings(serve_director="local"),
-            registry=registry,
-            runner=ScriptedRunner(),
-            store=MemoryStore(),
-            serve_director=serving_double,
-        )
-        async with Client(app.mcp) as client:
-            with anyio.fail_after(5):
-                await up.wait()
-            result = await ToolCaller(client).ok("solve", task=TASK, task_type="math", director="policy")
-        assert events == ["start test-director local", "stop"]
+        result = await _solve_with_the_served_director(registry, stub, events)
+    assert events == ["start test-director local", "stop"]
     assert result["workflow"] == ADAPTER_SERVED_NAME and result["answer"] == "Custom"
 
 
@@ -160,26 +166,9 @@ async def test_the_served_director_plays_the_game_on_its_card(
     )
     (folder / "obs.txt").write_text("CARD TEMPLATE. Operators: $operator_names\n", encoding="utf-8")
     monkeypatch.setenv(DIRECTOR_DIR_ENV, str(folder))
-    up = anyio.Event()
     with OpenAIStub(responder=replayed_policy, served_models=[ADAPTER_SERVED_NAME]) as stub:
-
-        @asynccontextmanager
-        async def serving_double(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
-            up.set()
-            yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
-
-        app = build_server(
-            ServerSettings(serve_director="local"),
-            registry=registry,
-            runner=ScriptedRunner(),
-            store=MemoryStore(),
-            serve_director=serving_double,
-        )
-        async with Client(app.mcp) as client:
-            with anyio.fail_after(5):
-                await up.wait()
-            result = await ToolCaller(client).ok("solve", task=TASK, task_type="math", director="policy")
+        result = await _solve_with_the_served_director(registry, stub, [])
         messages = [request.body["messages"] for request in stub.chat_requests]
-        systems = [turn[0]["content"] for turn in messages if turn[0]["role"] == "system"]
+    systems = [turn[0]["content"] for turn in messages if turn[0]["role"] == "system"]
     assert result["turns"] == 1  # the card's one round, not the server's twenty
     assert systems and all(text.startswith("CARD TEMPLATE. Operators: ") for text in systems)
