@@ -61,8 +61,8 @@ def ship_director(
     staging.chmod(0o755)  # mkdtemp makes it private; the package folder is read by whoever installs it
     try:
         (staging / ADAPTER_DIR).mkdir()
-        for required in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
-            shutil.copyfile(adapter / required, staging / ADAPTER_DIR / required)
+        shutil.copyfile(adapter / ADAPTER_WEIGHTS, staging / ADAPTER_DIR / ADAPTER_WEIGHTS)
+        _write_adapter_config(adapter / ADAPTER_CONFIG, staging / ADAPTER_DIR / ADAPTER_CONFIG, card.base_model)
         if config.rollout.system_template:
             shutil.copyfile(config.rollout.system_template, staging / OBSERVATION_FILE)
         text = json.dumps(card.model_dump(mode="json", exclude_defaults=True), indent=2) + "\n"
@@ -75,3 +75,13 @@ def ship_director(
         if staging.exists():
             shutil.rmtree(staging)
     return shipped_director(out)
+
+
+def _write_adapter_config(source: Path, target: Path, base_model: str) -> None:
+    """Copy PEFT's adapter config with the base named as the card names it: PEFT records the trainer's local
+    path (e.g. under /root/.cache), which says nothing on a user's machine and should not leave the trainer's."""
+    settings = json.loads(source.read_text(encoding="utf-8"))
+    if not isinstance(settings, dict):
+        raise ValueError(f"{source} is not a PEFT adapter config (a JSON object)")
+    settings["base_model_name_or_path"] = base_model
+    target.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -66,6 +66,27 @@ def test_a_shipped_director_renders_its_own_system_prompt(tmp_path: Path) -> Non
     assert system.startswith(Path(load_train_config(CONFIG).rollout.system_template or "").read_text()[:40])
 
 
+def test_the_shipped_adapter_names_its_base_by_catalog_name_not_the_trainers_path(tmp_path: Path) -> None:
+    """PEFT records where the trainer's base model lay (e.g. /root/.cache/...); a release must not carry that
+    machine's path, and the adapter's own config must name the base the card names."""
+    source = fake_director(tmp_path / "trained") / "adapter"
+    trained = json.loads((source / "adapter_config.json").read_text())
+    trained["base_model_name_or_path"] = "/home/trainer/.cache/flowsteer/models/smollm2-135m-instruct"
+    (source / "adapter_config.json").write_text(json.dumps(trained))
+    out = tmp_path / "shipped"
+    config = load_train_config(CONFIG)
+    ship_director(config, source, out, name="x", steps=1, trained_on="x", command="x")
+    shipped = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert shipped == {**trained, "base_model_name_or_path": config.policy.model}
+    assert shipped_director(out).card.base_model == config.policy.model
+
+
+def test_the_packaged_director_names_its_base_by_catalog_name() -> None:
+    packaged = Path("flowsteer_mcp/director/shipped")
+    adapter_config = json.loads((packaged / "adapter" / "adapter_config.json").read_text())
+    assert adapter_config["base_model_name_or_path"] == shipped_director(packaged).card.base_model
+
+
 def test_a_card_without_play_settings_plays_the_defaults(tmp_path: Path) -> None:
     shipped = shipped_director(fake_director(tmp_path))
     assert shipped.card.play == DirectorPlay()
