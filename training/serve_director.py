@@ -1,14 +1,16 @@
 """Serve the shipped Flow-Director adapter for one command, then stop what was started.
 
 Why: `flowsteer solve|eval --director policy` without `--policy-url` should just work with the adapter that ships
-in the package (flowsteer_mcp/director/card.py). Two ways, one lifecycle (`VLLMServer`: own process group,
-readiness on `/v1/models`, the log tail in every error, stopped by PID):
+in the package (flowsteer_mcp/director/card.py). Two ways start a server, with one lifecycle (`VLLMServer`: own
+process group, readiness on `/v1/models`, the log tail in every error, stopped by PID), and one shares a server:
 
 - `vllm`: ONE vLLM server of the base model with the adapter as a LoRA module (`--lora-modules
   flow-director=ADAPTER`). It also serves the bare base model under its prepared name, so an executor of the
   same base model can share the server instead of loading the weights a second time.
 - `local`: the minimal transformers server (`python -m operators.models.serve --adapter ADAPTER`) as a child
   process, for machines without vLLM. It serves the adapter only.
+- `executor`: nothing is started; the adapter is loaded onto the executor's own running vLLM server when the
+  director's base model is the executor's (training/director_on_executor.py): one server on a small machine.
 
 `auto` picks vLLM when an interpreter with vLLM is found the way the trainer finds one (`vllm_python()`).
 The base model is prepared first if it is missing (`flowsteer models prepare`), as the demo does.
@@ -31,11 +33,12 @@ import structlog
 
 import operators
 from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, ShippedDirector, lora_rank
-from flowsteer_mcp.director.served import ServedDirector, ServeMode
+from flowsteer_mcp.director.served import ServedDirector, ServeMode, StartMode
 from operators.backends.local import cpu_has_native_bf16
 from operators.models import prepare
 from operators.models.catalog import UnknownModelError
 from operators.models.errors import ModelPrepareError
+from training.director_on_executor import ExecutorServingError, director_on_executor
 from training.errors import TrainingError
 from training.vllm.server import VLLMServer, VLLMServerError, free_port, vllm_python
 
@@ -97,7 +100,7 @@ def vllm_available(python: str | None = None) -> bool:
     return done.returncode == 0
 
 
-def resolve_mode(mode: ServeMode) -> ServeMode:
+def resolve_mode(mode: StartMode) -> StartMode:
     """`auto` as `vllm` or `local`; `vllm` without vLLM is an error that says how to get it."""
     if mode == "local":
         return "local"
@@ -213,13 +216,27 @@ async def serve_shipped_director(
     ready_timeout_s: float | None = None,
     dtype: str = "auto",
     num_threads: int | None = None,
+    executor_url: str | None = None,
 ) -> AsyncIterator[ServedDirector]:
     """Serve `shipped` until the context closes; raises DirectorServingError when it cannot be served.
 
     `dtype` and `num_threads` apply to the local server (vLLM picks its dtype from the model). The server is
     launched from the calling thread, which its lifetime is tied to (`training/vllm/server.py`,
-    `_end_with_parent`), and stopped on the way out whatever happened inside.
+    `_end_with_parent`), and stopped on the way out whatever happened inside. Mode `executor` starts nothing:
+    it loads the adapter onto the executor's vLLM server at `executor_url` (training/director_on_executor.py).
     """
+    if mode == "executor":
+        if executor_url is None:
+            raise DirectorServingError(
+                "--policy-serve executor shares the executor's vLLM server: the executor must be an `openai` "
+                "backend with one base_url in --config"
+            )
+        try:
+            async with director_on_executor(shipped, executor_url) as served:
+                yield served
+        except ExecutorServingError as error:
+            raise DirectorServingError(str(error)) from error
+        return
     via = resolve_mode(mode)
     try:
         model_dir = await anyio.to_thread.run_sync(lambda: prepare(shipped.card.base_model, home=home))

@@ -15,8 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowsteer_mcp.director.card import ShippedDirector
 
-ServeMode = Literal["auto", "vllm", "local"]
-SERVE_MODES: tuple[ServeMode, ...] = ("auto", "vllm", "local")
+StartMode = Literal["auto", "vllm", "local"]  # a server the command starts for the director
+SERVE_MODES: tuple[StartMode, ...] = ("auto", "vllm", "local")
+# executor: load the adapter onto the executor's own running vLLM server (one server, one copy of the base
+# weights), for commands whose executor is such a server and whose director's base model is the executor's.
+ServeMode = Literal[StartMode, "executor"]
 
 
 class ServedDirector(BaseModel):
@@ -29,7 +32,7 @@ class ServedDirector(BaseModel):
     # The bare base model's name at the same url, when the server also serves it (vLLM does): an executor of the
     # same base model can use it, so one server and one copy of the weights serve both roles. None: not served.
     base_model: str | None = None
-    via: Literal["vllm", "local"]
+    via: Literal["vllm", "local", "executor"]
 
 
 class DirectorServing(Protocol):

@@ -95,7 +95,7 @@ class LoraSync:
         path = self._checked_adapter_dir(adapter_dir, step, name)
         await self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)}, action=f"load {name}")
         self._loaded.append(name)
-        cards = await self._model_cards()
+        cards = await self.model_cards()
         card = next((c for c in cards if c.get("id") == name), None)
         if card is None:
             raise LoraSyncError(
@@ -115,7 +115,7 @@ class LoraSync:
         name = adapter_name(self.run_name, step)
         if name in self._loaded:
             raise LoraSyncError(f"{name} is already tracked by this sync")
-        if name not in [c.get("id") for c in await self._model_cards()]:
+        if name not in [c.get("id") for c in await self.model_cards()]:
             raise LoraSyncError(f"cannot adopt {name}: the server does not serve it")
         self._loaded.append(name)
         log.info("lora_adopted", name=name, step=step)
@@ -125,13 +125,13 @@ class LoraSync:
 
     async def served(self) -> list[str]:
         """The model names the server lists in `/v1/models` (its base model and every loaded adapter)."""
-        return [str(card.get("id")) for card in await self._model_cards()]
+        return [str(card.get("id")) for card in await self.model_cards()]
 
     async def unload_later_than(self, step: int) -> list[str]:
         """Unload this run's adapters for steps after `step` that the server still serves: a killed run
         published them after its last checkpoint, and the resumed run will publish those steps afresh."""
         stale: list[str] = []
-        for card in await self._model_cards():
+        for card in await self.model_cards():
             run, sep, suffix = str(card.get("id", "")).rpartition("@")
             if sep and run == self.run_name and suffix.isdigit() and int(suffix) > step:
                 stale.append(f"{run}@{suffix}")
@@ -213,7 +213,8 @@ class LoraSync:
             raise LoraSyncError(f"{action} failed ({response.status_code}): {_server_message(response)}")
         return response
 
-    async def _model_cards(self) -> list[dict[str, Any]]:
+    async def model_cards(self) -> list[dict[str, Any]]:
+        """The server's `/v1/models` entries (id, root, parent: None for a base model, the base for an adapter)."""
         response = await self._request("GET", "/v1/models", None, action="list models")
         if response.status_code != 200:
             raise LoraSyncError(f"GET /v1/models failed ({response.status_code}): {_server_message(response)}")
