@@ -149,12 +149,12 @@ def _join(rank: int, world: int, port: int) -> Topology:
 
 
 def _update_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
-    from training.train.distributed import broadcast_object, shutdown
+    from training.train.distributed import broadcast_object, leaving_together
     from training.train.loop import Trainer
     from training.train.update import policy_update
 
     topology = _join(rank, world, port)
-    try:
+    with leaving_together(topology):
         config = _config(Path(out) / "run")
         learner = _learner(Path(model_dir), config, topology)
         if topology.is_main:  # what Trainer._learn and the end of Trainer.run do on rank 0
@@ -173,19 +173,17 @@ def _update_worker(rank: int, world: int, port: int, model_dir: str, out: str) -
         else:
             Trainer(config, topology=topology)._follow(learner)
         torch.save({**_trainable(learner), "moments": _moments(learner)}, Path(out) / f"rank{rank}.pt")
-    finally:
-        shutdown(topology)
 
 
 def _resume_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
     from training.train.checkpoint import latest_checkpoint, load_checkpoint
-    from training.train.distributed import barrier, broadcast_object, shutdown
+    from training.train.distributed import barrier, broadcast_object, leaving_together
     from training.train.loop import Trainer
     from training.train.stream import StreamCursor
     from training.train.update import policy_update
 
     topology = _join(rank, world, port)
-    try:
+    with leaving_together(topology):
         config = _config(Path(out) / "run")
         trainer = Trainer(config, topology=topology)
         learner = _learner(Path(model_dir), config, topology)
@@ -219,17 +217,15 @@ def _resume_worker(rank: int, world: int, port: int, model_dir: str, out: str) -
             },
             Path(out) / f"rank{rank}.pt",
         )
-    finally:
-        shutdown(topology)
 
 
 def _fsdp_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
-    from training.train.distributed import fully_shard_policy, shutdown
+    from training.train.distributed import fully_shard_policy, leaving_together
     from training.train.optim import build_optimizer
     from training.train.update import policy_update
 
     topology = _join(rank, world, port)
-    try:
+    with leaving_together(topology):
         config = _config(Path(out) / "run")
         learner = _learner(Path(model_dir), config, topology)
         fully_shard_policy(learner.policy)
@@ -243,8 +239,6 @@ def _fsdp_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> 
         moments = [state["exp_avg"].full_tensor().clone() for state in optimizer.state.values()]
         if topology.is_main:
             torch.save({"params": full, "moments": moments, "metrics": metrics}, Path(out) / "fsdp.pt")
-    finally:
-        shutdown(topology)
 
 
 class _BatchOf:
@@ -258,7 +252,7 @@ def _run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
     """`Trainer.run` on both ranks; rank 0's vLLM-and-rollout side replaced by two `_learn` calls on a fixed batch."""
     import anyio
 
-    from training.train.distributed import shutdown
+    from training.train.distributed import leaving_together
     from training.train.loop import Trainer, TrainingRun
 
     class Leader(Trainer):
@@ -273,15 +267,13 @@ def _run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
             torch.save({"params": _trainable(learner)}, Path(out) / "rank1.pt")
 
     topology = _join(rank, world, port)
-    try:
+    with leaving_together(topology):
         config = _config(
             Path(out) / "run", f"policy.model={model_dir}", f"data.paths=[{SMOKE_DATA}]", "optim.warmup_steps=2"
         )
         trainer = (Leader if topology.is_main else Follower)(config, topology=topology)
         summary = anyio.run(trainer.run)
         assert (summary.first_step, summary.resumed_from) == (1, None)
-    finally:
-        shutdown(topology)
 
 
 def _fsdp_run_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
@@ -289,7 +281,7 @@ def _fsdp_run_worker(rank: int, world: int, port: int, model_dir: str, out: str)
     writes the adapter and a checkpoint from the gathered state, as publishing and `_checkpoint_if_due` do."""
     import anyio
 
-    from training.train.distributed import shutdown
+    from training.train.distributed import leaving_together
     from training.train.loop import Trainer, TrainingRun
     from training.train.stream import StreamCursor
 
@@ -302,28 +294,42 @@ def _fsdp_run_worker(rank: int, world: int, port: int, model_dir: str, out: str)
             torch.save({"learned": learned, "sharded": learner.policy.sharded}, Path(out) / "rank0.pt")
 
     topology = _join(rank, world, port)
-    try:
+    with leaving_together(topology):
         trainer = (Leader if topology.is_main else Trainer)(_fsdp_config(Path(out), model_dir), topology=topology)
         anyio.run(trainer.run)
-    finally:
-        shutdown(topology)
 
 
 def _fsdp_resume_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
     """Both ranks resume the FSDP run's step-2 checkpoint sharded, take one more update, and rank 0 writes it."""
     from training.train.checkpoint import load_checkpoint
-    from training.train.distributed import shutdown
+    from training.train.distributed import leaving_together
 
     topology = _join(rank, world, port)
-    try:
+    with leaving_together(topology):
         config = _fsdp_config(Path(out), model_dir)
         restored = load_checkpoint(Path(out) / "run" / "checkpoints" / "step-2", fingerprint=config.fingerprint())
         learner = Learner.build(Path(model_dir), config, restored, topology)
         learner.update(_sequences(), config, topology)
         if topology.is_main:
             learner.policy.save_adapter(Path(out) / "resumed-adapter")
-    finally:
-        shutdown(topology)
+
+
+def _leaving_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
+    """Rank 1 fails inside the group; rank 0 leaves cleanly and so waits for it at the barrier."""
+    import time
+
+    from training.train.distributed import leaving_together
+
+    topology = _join(rank, world, port)
+    started = time.monotonic()
+    try:
+        with leaving_together(topology):
+            if rank == 1:
+                raise RuntimeError("rank 1 failed")
+        outcome = "clean"
+    except RuntimeError as error:
+        outcome = f"raised: {error}"
+    torch.save({"outcome": outcome, "seconds": time.monotonic() - started}, Path(out) / f"rank{rank}.pt")
 
 
 def _fsdp_config(out: Path, model_dir: str | Path, shard: str = "fsdp") -> TrainConfig:
@@ -342,6 +348,17 @@ def _spawn(worker: Callable[..., None], model_dir: Path, out: Path) -> None:
     import torch.multiprocessing as mp
 
     mp.spawn(worker, args=(2, _free_port(), str(model_dir), str(out)), nprocs=2, join=True)
+
+
+@pytest.mark.slow
+def test_a_failing_rank_does_not_leave_its_peer_waiting_at_the_exit_barrier(tmp_path: Path) -> None:
+    """The clean rank's barrier fails at once when the failing rank destroys the group (no 4-hour wait)."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_leaving_worker, args=(2, _free_port(), "", str(tmp_path)), nprocs=2, join=True)
+    clean, failed = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
+    assert failed["outcome"] == "raised: rank 1 failed"
+    assert clean["outcome"].startswith("raised:") and clean["seconds"] < 60
 
 
 @pytest.mark.slow

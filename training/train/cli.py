@@ -57,14 +57,15 @@ def train_main(argv: list[str]) -> int:
 
     from operators.models.catalog import UnknownModelError
     from operators.models.errors import ModelPrepareError
-    from training.train.distributed import init_topology, shutdown
+    from training.train.distributed import init_topology, leaving_together
     from training.train.loop import RolloutFailure, Trainer
     from training.vllm import LoraSyncError, VLLMServerError
 
     # Under torchrun (WORLD_SIZE > 1): one learner rank of a data-parallel run; otherwise the one process.
     topology = init_topology()
     try:
-        summary = anyio.run(Trainer(config, resume=args.resume, topology=topology).run)
+        with leaving_together(topology):
+            summary = anyio.run(Trainer(config, resume=args.resume, topology=topology).run)
     except (CheckpointError, ValueError, ModelPrepareError, UnknownModelError) as error:
         print(f"flowsteer train: error: {error}", file=sys.stderr)
         return USAGE_ERROR
@@ -74,8 +75,6 @@ def train_main(argv: list[str]) -> int:
     except RolloutFailure as error:
         print(f"flowsteer train: {error}", file=sys.stderr)
         return 1
-    finally:
-        shutdown(topology)
     if not topology.is_main:
         return 0
     print(

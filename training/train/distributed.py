@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -113,8 +114,27 @@ def init_topology(environ: dict[str, str] | None = None) -> Topology:
 
 
 def shutdown(topology: Topology) -> None:
+    """Destroy the process group now (a failing rank: its peers may never arrive at a barrier)."""
     if topology.distributed and dist.is_initialized():
         dist.destroy_process_group()
+
+
+@contextmanager
+def leaving_together(topology: Topology) -> Iterator[None]:
+    """Destroy the process group on the way out; after a clean exit only once every rank has got there.
+
+    Why: a rank that closes its gloo connections while a peer still has collective traffic in flight makes the
+    peer's gloo thread throw "Connection closed by peer", which ends that process with SIGABRT (seen on 2 CPU
+    ranks under load). A failing rank skips the barrier, so it never waits for peers that will not come.
+    """
+    try:
+        yield
+    except BaseException:
+        shutdown(topology)
+        raise
+    if topology.distributed and dist.is_initialized():
+        dist.barrier()
+    shutdown(topology)
 
 
 def shard_by_tokens(indices: Sequence[int], tokens: Sequence[int], world: int) -> list[list[int]]:
