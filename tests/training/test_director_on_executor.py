@@ -20,7 +20,6 @@ from operators.models import resolve_model
 from tests.support.shipped_director import (
     SMALL_MODEL,
     fake_director,
-    random_lora_director,
     requires_small_model,
     write_card,
 )
@@ -52,18 +51,6 @@ async def test_without_an_http_executor_the_mode_says_what_it_needs(tmp_path: Pa
 
 
 # -- on real servers -----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def random_director(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedDirector]:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield shipped_director(random_lora_director(tmp_path_factory.mktemp("director")))
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

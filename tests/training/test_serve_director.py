@@ -5,7 +5,6 @@ The vLLM path starts one vLLM server of the base model with the adapter as a LoR
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, ShippedDirector, shipped_director
 from flowsteer_mcp.director.served import ServedDirector
-from tests.support.shipped_director import SMALL_MODEL, fake_director, random_lora_director, requires_small_model
+from tests.support.shipped_director import SMALL_MODEL, fake_director, requires_small_model
 from tests.support.vllm import vllm_interpreter
 from training import serve_director
 from training.serve_director import (
@@ -59,18 +58,6 @@ async def test_an_unknown_base_model_fails_before_anything_starts(tmp_path: Path
     with pytest.raises(DirectorServingError, match="needs the base model 'nope'"):
         async with serve_shipped_director(broken, "local"):
             pass
-
-
-@pytest.fixture(scope="module")
-def random_director(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedDirector]:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a busy 2-core machine: one spinning OpenMP thread per process
-    try:
-        yield shipped_director(random_lora_director(tmp_path_factory.mktemp("director")))
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture
