@@ -116,8 +116,11 @@ def test_eval_serves_the_shipped_director_and_records_its_identity(
     with OpenAIStub(responder=_policy_reply, served_models=[ADAPTER_SERVED_NAME]) as stub:
 
         @asynccontextmanager
-        async def stub_serving(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+        async def stub_serving(
+            shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+        ) -> AsyncIterator[ServedDirector]:
             served_modes.append(mode)
+            assert executor_url is None  # only --policy-serve executor passes the executor's server
             yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
 
         monkeypatch.setattr(serve_director, "serve_shipped_director", stub_serving)
