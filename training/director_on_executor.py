@@ -28,6 +28,7 @@ from flowsteer_mcp.director.card import ADAPTER_SERVED_NAME, ShippedDirector, lo
 from flowsteer_mcp.director.served import ServedDirector
 from training.errors import TrainingError
 from training.vllm.lora_sync import LoraSync, LoraSyncError, adapter_name
+from training.vllm.server import VLLMServerError, vllm_lora_rank
 
 log = structlog.get_logger(__name__)
 
@@ -56,8 +57,12 @@ def base_of(cards: list[dict[str, Any]], base_model: str) -> str | None:
 
 def start_hint(shipped: ShippedDirector) -> str:
     """How to start the executor's vLLM server so that the director can join it."""
+    try:
+        rank = vllm_lora_rank(lora_rank(shipped))
+    except VLLMServerError as error:
+        raise ExecutorServingError(f"the director {shipped.card.name!r} cannot be served by vLLM: {error}") from error
     return (
-        f"start the executor's vLLM with `--enable-lora --max-lora-rank {max(16, lora_rank(shipped))}` and the "
+        f"start the executor's vLLM with `--enable-lora --max-lora-rank {rank}` and the "
         "environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, from the weights of "
         f"`flowsteer models prepare {shipped.card.base_model}`"
     )
@@ -91,7 +96,12 @@ async def director_on_executor(shipped: ShippedDirector, executor_url: str) -> A
                     f"{start_hint(shipped)}"
                 ) from error
         try:
-            delta = await sync.verify_changed(_PROBE, base_model=base, adapter=name)
+            try:
+                delta = await sync.verify_changed(_PROBE, base_model=base, adapter=name)
+            except LoraSyncError as error:
+                raise ExecutorServingError(
+                    f"the director on the executor's server failed its probe: {error}"
+                ) from error
             if not delta.changed:
                 raise ExecutorServingError(
                     f"the executor's server serves {name} but its log-probs equal the base model's: it is not "
@@ -99,8 +109,6 @@ async def director_on_executor(shipped: ShippedDirector, executor_url: str) -> A
                 )
             log.info("director_on_executor", name=name, url=executor_url, base=base, probe_diff=delta.max_abs_diff)
             yield ServedDirector(url=f"{server}/v1", model=name, base_model=base, via="executor")
-        except LoraSyncError as error:
-            raise ExecutorServingError(f"the director on the executor's server failed its probe: {error}") from error
         finally:
             if loaded_here:
                 with anyio.CancelScope(shield=True):

@@ -40,13 +40,12 @@ from operators.models.catalog import UnknownModelError
 from operators.models.errors import ModelPrepareError
 from training.director_on_executor import ExecutorServingError, director_on_executor
 from training.errors import TrainingError
-from training.vllm.server import VLLMServer, VLLMServerError, free_port, vllm_python
+from training.vllm.server import VLLMServer, VLLMServerError, free_port, vllm_lora_rank, vllm_python
 
 log = structlog.get_logger(__name__)
 
 LOCAL_READY_TIMEOUT_S = 300.0  # loading a small model on a busy CPU
 VLLM_READY_TIMEOUT_S = 900.0  # vLLM's start: weights, profiling, the LoRA module, CUDA graphs on a GPU
-VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM accepts for --max-lora-rank
 _VLLM_PROBE_TIMEOUT_S = 60.0
 
 
@@ -112,14 +111,6 @@ def resolve_mode(mode: StartMode) -> StartMode:
             "FLOWSTEER_VLLM_PYTHON, or use --policy-serve local"
         )
     return "local"
-
-
-def vllm_lora_rank(rank: int) -> int:
-    """The smallest `--max-lora-rank` vLLM accepts that holds an adapter of rank `rank`."""
-    for allowed in VLLM_LORA_RANKS:
-        if allowed >= rank:
-            return allowed
-    raise DirectorServingError(f"LoRA rank {rank} is above what vLLM serves ({VLLM_LORA_RANKS[-1]})")
 
 
 def local_server_command(

@@ -22,9 +22,8 @@ from training.serve_director import (
     local_server_command,
     resolve_mode,
     serve_shipped_director,
-    vllm_lora_rank,
 )
-from training.vllm.server import VLLMServer
+from training.vllm.server import VLLMServer, VLLMServerError, vllm_lora_rank
 
 
 def test_local_is_used_when_asked_or_when_no_vllm_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,7 +38,7 @@ def test_local_is_used_when_asked_or_when_no_vllm_is_found(monkeypatch: pytest.M
 
 def test_vllm_gets_a_lora_rank_it_accepts() -> None:
     assert [vllm_lora_rank(r) for r in (1, 8, 9, 64, 65)] == [8, 8, 16, 64, 128]
-    with pytest.raises(DirectorServingError):
+    with pytest.raises(VLLMServerError, match="above what vLLM serves"):
         vllm_lora_rank(4096)
 
 

@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import anyio
 
+from flowsteer_mcp.director.served import ServeMode
 from flowsteer_mcp.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ def _add_director_arguments(who: argparse._ArgumentGroup) -> None:
     )
     who.add_argument(
         "--policy-serve",
-        choices=("auto", "vllm", "local", "executor"),
+        choices=get_args(ServeMode),
         help="without --policy-url: how to serve the Flow-Director that ships with this install: vLLM, the local "
         "transformers server, or whichever is available (auto, the default); executor: load it onto the executor's "
         "own vLLM server (one server for both when the director's base model is the executor's)",
@@ -349,7 +350,6 @@ async def _run_eval(args: argparse.Namespace) -> int:
     if not _serves_shipped(args):
         return await _evaluate(args, None)
     from flowsteer_mcp.director.card import DirectorCardError, shipped_director
-    from flowsteer_mcp.director.served import ServeMode
     from training.serve_director import DirectorServingError, ShippedPolicy, serve_shipped_director
 
     try:

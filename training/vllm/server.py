@@ -40,6 +40,17 @@ class VLLMServerError(TrainingError, RuntimeError):
     """The vLLM server could not be started, reached or queried; the message carries the server's own words."""
 
 
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM accepts for --max-lora-rank
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest `--max-lora-rank` vLLM accepts that holds an adapter of rank `rank`."""
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise VLLMServerError(f"LoRA rank {rank} is above what vLLM serves ({VLLM_LORA_RANKS[-1]})")
+
+
 SIDE_VENV_PYTHON = Path(".venv-vllm/bin/python")
 """Where `make vllm-env` puts vLLM, relative to the project root."""
 
