@@ -3,7 +3,7 @@
 Why: a node with `samples: k` pays k executor calls on every task, although on most tasks its first draws
 already settle the answer (direct's greedy program passes the public tests; the first few sampled answers
 agree). A stopping rule lets the node draw in waves and stop once more draws could not change what the next
-stage would pick, so tokens are spent only where they pay. Two rules exist:
+stage would pick, so tokens are spent only where they pay. The rules:
 
 - `tests` (code): draw the greedy program first; when it passes every public test in the sandbox, stop
   (selection by execution could only pick a program that passes them too); otherwise draw the other k - 1
@@ -13,6 +13,11 @@ stage would pick, so tokens are spent only where they pay. Two rules exist:
   program passes every public test. Why: on problems the greedy program fails, more draws mostly pay off
   early or never, and the ensemble keeps only programs that pass the most public tests anyway, so a passing
   program in hand leaves the others little to add; problems no draw passes still take all k.
+- `redraw` (code): `passes`, except that the greedy program is never re-asked. Why: a greedy program that fails
+  to load (it breaks, or its own asserts fail) is almost always a wrong function, and the engine's re-asks send
+  it back with the error: two exchanges with a growing prompt, each about as dear as a wave of three draws, that
+  on HumanEval rarely repaired it (docs/runs/full34-code). Under this rule such a program is simply a failed
+  check, and the next wave, which the rule makes anyway, is its retry.
 - `vote` (math, QA): draw the greedy answer, then waves, and stop when the leading answer's lead is
   decisive: the probability that it is the true majority, under a uniform prior on the two leading answers'
   shares (a Beta posterior, the criterion of Aggarwal et al. 2023, "Let's Sample Step by Step: Adaptive-
@@ -32,7 +37,7 @@ from operators.base import PublicTestScore
 from operators.library._execution import execute, split_public_tests
 from operators.sandbox import SandboxRefusedError
 
-StopRuleName = Literal["tests", "passes", "vote"]
+StopRuleName = Literal["tests", "passes", "redraw", "vote"]
 DECISIVE = 0.95  # the posterior probability of the leading answer being the majority that stops a vote
 VOTE_WAVES = (1, 3)  # the greedy draw, then waves of 3 (the last wave takes what is left)
 PASS_WAVES = (1, 3)  # the greedy draw, 3 more, then every draw left
@@ -68,6 +73,7 @@ def _passing(program: str, tests: str, reason: str) -> Decision:
 
 class StopRule(Protocol):
     name: StopRuleName
+    greedy_reasks: int | None  # the most re-asks of the greedy draw; None: as many as the engine allows
 
     def waves(self, samples: int) -> list[int]:
         """Wave sizes, in order, that add up to `samples` (the rule is asked after each wave but the last)."""
@@ -87,6 +93,7 @@ class PublicTestsPass:
     """Stop after the greedy draw when its program passes every public test."""
 
     name: StopRuleName = "tests"
+    greedy_reasks: int | None = None
 
     def waves(self, samples: int) -> list[int]:
         return _waves(samples, 1, samples - 1 or 1)
@@ -115,7 +122,9 @@ async def _passes_public_tests(program: str, task: TaskView, timeout_s: float) -
 class SomeDrawPasses:
     """Stop after the first wave holding a program that passes every public test (waves 1, 3, the rest)."""
 
-    name: StopRuleName = "passes"
+    def __init__(self, name: StopRuleName = "passes", *, greedy_reasks: int | None = None) -> None:
+        self.name = name
+        self.greedy_reasks = greedy_reasks
 
     def waves(self, samples: int) -> list[int]:
         first, second = PASS_WAVES
@@ -149,6 +158,7 @@ class DecisiveVote:
     """Stop once the leading answer is the majority with posterior probability >= DECISIVE."""
 
     name: StopRuleName = "vote"
+    greedy_reasks: int | None = None
 
     def waves(self, samples: int) -> list[int]:
         return _waves(samples, VOTE_WAVES[0], VOTE_WAVES[1])
@@ -167,4 +177,9 @@ class DecisiveVote:
         return Decision(False, f"the vote is open: {verdict}")
 
 
-STOP_RULES: dict[str, StopRule] = {"tests": PublicTestsPass(), "passes": SomeDrawPasses(), "vote": DecisiveVote()}
+STOP_RULES: dict[str, StopRule] = {
+    "tests": PublicTestsPass(),
+    "passes": SomeDrawPasses(),
+    "redraw": SomeDrawPasses("redraw", greedy_reasks=0),
+    "vote": DecisiveVote(),
+}

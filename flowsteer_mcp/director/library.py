@@ -164,6 +164,12 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             [_op("Programmer", _DIRECT, samples=8, until="passes"), _op("ScEnsemble", _CODE_PICK)],
         ),
         (
+            "direct8-redraw",
+            "direct8-passes without re-asking the greedy program: one that fails to load is a failed check, and the "
+            "next wave is its retry (operators/stopping.py)",
+            [_op("Programmer", _DIRECT, samples=8, until="redraw"), _op("ScEnsemble", _CODE_PICK)],
+        ),
+        (
             "direct7-passes",
             "direct8-passes one draw lighter: greedy, then waves of 3 and 3; on 230 MBPP training problems the cheapest "
             "wave schedule within 1 point of the most accurate (scripts/replay_code_waves.py)",

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -91,6 +91,14 @@ class CallSettings:
         if draw.greedy or self.sampled_reasks is None:
             return self.max_reasks
         return self.sampled_reasks
+
+    def with_greedy_reasks(self, reasks: int | None) -> CallSettings:
+        """These settings with the greedy draw's re-asks capped at `reasks` (None: unchanged). A stopping rule
+        asks this when it treats an unusable greedy reply as a failed check (`operators.stopping`)."""
+        if reasks is None or reasks >= self.max_reasks:
+            return self
+        sampled = self.max_reasks if self.sampled_reasks is None else self.sampled_reasks
+        return replace(self, max_reasks=reasks, sampled_reasks=sampled)
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that can change an operator's result, for the memo key (a longer sandbox limit can
@@ -164,11 +172,18 @@ class NodeCaller:
         return draw_for(self._settings, node_id, index)
 
     async def call_draws(
-        self, node: OperatorNode, state: FlowState, draws: Sequence[int], *, sinks: Sequence[list[NodeTrace]]
+        self,
+        node: OperatorNode,
+        state: FlowState,
+        draws: Sequence[int],
+        *,
+        sinks: Sequence[list[NodeTrace]],
+        greedy_reasks: int | None = None,
     ) -> list[NodeResult]:
         """Run the draws `draws` (indices, see `draw_for`) of `node` concurrently, one trace sink each.
 
-        Sampled draws share their first prompt in one `n` request when the backend supports it."""
+        Sampled draws share their first prompt in one `n` request when the backend supports it. `greedy_reasks`
+        caps the greedy draw's re-asks (`CallSettings.with_greedy_reasks`)."""
         settings = [self.draw(node.id, index) for index in draws]
         sampled = sum(1 for d in settings if not d.greedy)
         batch = (
@@ -190,6 +205,7 @@ class NodeCaller:
                     via=member,
                     note=describe_draw(draw, position, len(draws)),
                     position=CallPosition(draw=position, draws=len(draws)),
+                    greedy_reasks=greedy_reasks,
                 )
             finally:
                 if member is not None:
@@ -211,11 +227,14 @@ class NodeCaller:
         via: ChatBackend | None = None,
         note: str | None = None,
         position: CallPosition | None = None,
+        greedy_reasks: int | None = None,
     ) -> NodeResult:
         """Run `node` on `state`; its trace row is appended to `sink` (also when the call is interrupted).
 
         `draw` is the call's sampling (part of the memo key); `via` replaces the backend for this call (a
-        shared-prompt batch member: same model and results, so the memo key is unchanged)."""
+        shared-prompt batch member: same model and results, so the memo key is unchanged); `greedy_reasks`
+        caps a greedy draw's re-asks (part of the memo key: fewer re-asks can give another result)."""
+        settings = self._settings.with_greedy_reasks(greedy_reasks)
         inputs = state.to_input(node.prompt)
         spec = self.spec_of(node)
         key = memo_key(
@@ -225,7 +244,7 @@ class NodeCaller:
             inputs=inputs,
             iteration=iteration,
             backend_key=self._backend_key,
-            settings=self._settings.fingerprint(),
+            settings=settings.fingerprint(),
             draw=draw,
             scope=RUN_SCOPE.get() if self._settings.memo_scope == "workflow" else None,
         )
@@ -246,7 +265,7 @@ class NodeCaller:
             await self._reuse(key, cached, row, charged=charged, via=via)
         else:
             async with self._memo.computing(key) if self._memo is not None else nullcontext():
-                output, first = await self._compute(node, spec, inputs, row, sink, draw, via)
+                output, first = await self._compute(node, spec, inputs, row, sink, draw, via, settings)
                 if output.ok and self._memo is not None:
                     payer = RUN_SCOPE.get()
                     self._memo.put(
@@ -311,6 +330,7 @@ class NodeCaller:
         sink: list[NodeTrace],
         draw: DrawSettings,
         via: ChatBackend | None,
+        settings: CallSettings,
     ) -> tuple[OperatorOutput, dict[str, Any]]:
         """The operator's checked output, and its first request's facts for the memo (`MemoEntry`)."""
         try:
@@ -318,11 +338,11 @@ class NodeCaller:
         except UnknownOperatorError as exc:
             return OperatorOutput(ok=False, error=str(exc.args[0]) if exc.args else str(exc)), {}
         metered = MeteredBackend(via or self._backend, node_id=node.id, operator=node.operator, affinity=self._affinity)
-        options = {**self._settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
+        options = {**settings.runtime_options, "node_id": node.id}  # operators stamp it on requests
         runtime = OperatorRuntime(
             llm=metered,
-            max_reasks=self._settings.reasks_for(draw),
-            sandbox_timeout_s=self._settings.sandbox_timeout_s,
+            max_reasks=settings.reasks_for(draw),
+            sandbox_timeout_s=settings.sandbox_timeout_s,
             options=options,
             draw=draw,
         )

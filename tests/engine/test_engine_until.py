@@ -140,3 +140,51 @@ async def test_passes_stops_after_the_first_wave_with_a_passing_program(
     assert expected in (report.output or "")
     if draws < 8:
         assert "passes the public tests: no more draws" in (programmer[-1].note or "")
+
+
+UNLOADABLE = "```python\ndef add(a, b):\n    return a - b\n\nassert add(1, 2) == 3\n```"  # its own assert fails on load
+
+
+@pytest.mark.parametrize(("rule", "greedy_requests"), [("passes", 3), ("redraw", 1)])
+async def test_redraw_leaves_a_greedy_program_that_fails_to_load_to_the_next_wave(
+    rule: str, greedy_requests: int
+) -> None:
+    """`passes` re-asks a greedy program whose load fails (twice, the engine's default); `redraw` does not: the
+    wave of three is its retry. Both then stop at the wave holding the passing program."""
+    backend = ScriptedBackend(rules=[lambda request: UNLOADABLE if greedy(request) else RIGHT])
+    report = await run(backend, f"Programmer{{8|{rule}}} -> ScEnsemble", CODE_TASK)
+    assert len([request for request in backend.requests if greedy(request)]) == greedy_requests
+    programmer = [row for row in report.trace if row.node_id == "node_1"]
+    assert len(programmer) == 4 and not programmer[0].ok and "loading the code failed" in (programmer[0].error or "")
+    assert "passes the public tests: no more draws" in (programmer[-1].note or "")
+    assert report.status == "ok" and "return a + b" in (report.output or "")
+
+
+async def test_redraw_keeps_the_sampled_draws_and_the_greedy_program_that_loads() -> None:
+    """Only the greedy draw's re-asks change: a greedy program that loads is judged as under `passes`."""
+    for rule in ("passes", "redraw"):
+        backend = ScriptedBackend(rules=[lambda request: RIGHT])
+        report = await run(backend, f"Programmer{{8|{rule}}} -> ScEnsemble", CODE_TASK)
+        assert report.llm_calls == 1 and "return a + b" in (report.output or "")
+    assert STOP_RULES["redraw"].waves(8) == STOP_RULES["passes"].waves(8)
+
+
+async def test_redraw_never_reuses_a_greedy_program_that_a_re_ask_repaired() -> None:
+    """The greedy draw's re-asks are part of its memo key: a workflow that runs `redraw` after one that runs
+    `passes` on the same task and memo gets the unrepaired outcome, not the repair it did not pay for."""
+
+    def reply(request: ChatRequest) -> str:
+        if not greedy(request):
+            return WRONG
+        return RIGHT if len(request.messages) > 1 else UNLOADABLE  # a re-ask carries the failed exchange
+
+    backend = ScriptedBackend(rules=[reply])
+    registry = default_registry()
+    engine = WorkflowEngine(registry, backend, sampled_reasks=0)
+    rules = CanvasRules(registry, CanvasOptions(finish="relaxed"))
+    repaired = await engine.run(import_dsl("Programmer{8|passes} -> ScEnsemble", rules), CODE_TASK)
+    assert "return a + b" in (repaired.output or "") and repaired.llm_calls == 2
+    redrawn = await engine.run(import_dsl("Programmer{8|redraw} -> ScEnsemble", rules), CODE_TASK)
+    greedy_row = next(row for row in redrawn.trace if row.node_id == "node_1")
+    assert not greedy_row.ok and not greedy_row.cached
+    assert "return a - b" in (redrawn.output or ""), "no draw passes: the ensemble picks among the wrong ones"

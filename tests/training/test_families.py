@@ -29,6 +29,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("code", "direct8-exec"): EXEC_VOTE,
     ("code", "direct8-tests"): EXEC_VOTE,
     ("code", "direct8-passes"): EXEC_VOTE,
+    ("code", "direct8-redraw"): EXEC_VOTE,
     ("code", "direct7-passes"): EXEC_VOTE,
     ("code", "direct4-passes"): EXEC_VOTE,
     ("code", "aflow-humaneval"): {"execution_selection", "structured", "instructed"},

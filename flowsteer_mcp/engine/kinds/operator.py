@@ -38,7 +38,8 @@ async def run_until(node: OperatorNode, state: FlowState, sink: list[NodeTrace],
         draws = list(range(len(results), len(results) + size))
         rows: list[list[NodeTrace]] = [[] for _ in draws]
         try:
-            results.extend(await caller.call_draws(node, state, draws, sinks=rows))
+            greedy_reasks = rule.greedy_reasks if number == 1 else None  # the greedy draw is the first wave's
+            results.extend(await caller.call_draws(node, state, draws, sinks=rows, greedy_reasks=greedy_reasks))
         finally:
             for draw_rows in rows:
                 sink.extend(draw_rows)

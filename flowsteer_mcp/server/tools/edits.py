@@ -19,7 +19,8 @@ from operators.stopping import StopRuleName
 
 UNTIL = (
     "with samples > 1, stop drawing early: 'tests' when the greedy program passes the public tests, 'passes' after "
-    "the first wave (1, 3, the rest) holding a program that passes them, 'vote' when the answers' vote is decisive"
+    "the first wave (1, 3, the rest) holding a program that passes them, 'redraw' as 'passes' without re-asking a "
+    "greedy program that fails to load, 'vote' when the answers' vote is decisive"
 )
 
 
