@@ -237,17 +237,21 @@ class NodeCaller:
         settings = self._settings.with_greedy_reasks(greedy_reasks)
         inputs = state.to_input(node.prompt)
         spec = self.spec_of(node)
-        key = memo_key(
-            node_id=node.id,
-            operator=node.operator,
-            prompt=node.prompt,
-            inputs=inputs,
-            iteration=iteration,
-            backend_key=self._backend_key,
-            settings=settings.fingerprint(),
-            draw=draw,
-            scope=RUN_SCOPE.get() if self._settings.memo_scope == "workflow" else None,
-        )
+
+        def key_under(call_settings: CallSettings) -> str:
+            return memo_key(
+                node_id=node.id,
+                operator=node.operator,
+                prompt=node.prompt,
+                inputs=inputs,
+                iteration=iteration,
+                backend_key=self._backend_key,
+                settings=call_settings.fingerprint(),
+                draw=draw,
+                scope=RUN_SCOPE.get() if self._settings.memo_scope == "workflow" else None,
+            )
+
+        key = key_under(settings)
         charged = self._settings.memo_scope == "charged"
         row = NodeTrace(
             node_id=node.id,
@@ -260,6 +264,13 @@ class NodeCaller:
         position = position or CallPosition(iteration=iteration)
         await self._ctx.node_started(node, position)
         cached = await self._lookup(key, wait=charged, via=via)
+        if cached is None and settings is not self._settings:
+            # The same draw with the engine's re-asks, when its first reply was accepted, is this draw's result
+            # too: the re-asks it was allowed were never sent.
+            uncapped_key = key_under(self._settings)
+            uncapped = await self._lookup(uncapped_key, wait=charged, via=via)
+            if uncapped is not None and uncapped.llm_calls == 1:
+                cached, key = uncapped, uncapped_key
         if cached is not None:
             output = cached.output
             await self._reuse(key, cached, row, charged=charged, via=via)
@@ -268,17 +279,17 @@ class NodeCaller:
                 output, first = await self._compute(node, spec, inputs, row, sink, draw, via, settings)
                 if output.ok and self._memo is not None:
                     payer = RUN_SCOPE.get()
-                    self._memo.put(
-                        key,
-                        MemoEntry(
-                            output=output,
-                            llm_calls=row.llm_calls,
-                            tokens=row.tokens,
-                            latency_s=row.latency_s or 0.0,
-                            paid_by={payer} if payer else set(),
-                            **first,
-                        ),
+                    entry = MemoEntry(
+                        output=output,
+                        llm_calls=row.llm_calls,
+                        tokens=row.tokens,
+                        latency_s=row.latency_s or 0.0,
+                        paid_by={payer} if payer else set(),
+                        **first,
                     )
+                    self._memo.put(key, entry)
+                    if settings is not self._settings and entry.llm_calls == 1:
+                        self._memo.put(key_under(self._settings), entry)  # accepted at once: uncapped, the same
         row.ok = output.ok
         if output.ok and output.note:
             row.note = f"{row.note}; {output.note}" if row.note else output.note

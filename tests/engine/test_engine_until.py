@@ -188,3 +188,17 @@ async def test_redraw_never_reuses_a_greedy_program_that_a_re_ask_repaired() -> 
     greedy_row = next(row for row in redrawn.trace if row.node_id == "node_1")
     assert not greedy_row.ok and not greedy_row.cached
     assert "return a - b" in (redrawn.output or ""), "no draw passes: the ensemble picks among the wrong ones"
+
+
+async def test_redraw_reuses_a_greedy_program_accepted_at_the_first_reply() -> None:
+    """When the greedy draw under the engine's re-asks was accepted without one, `redraw`'s capped draw is the
+    same call: a later workflow on the same memo reuses it instead of asking again."""
+    backend = ScriptedBackend(rules=[lambda request: RIGHT if greedy(request) else WRONG])
+    registry = default_registry()
+    engine = WorkflowEngine(registry, backend, sampled_reasks=0)
+    rules = CanvasRules(registry, CanvasOptions(finish="relaxed"))
+    await engine.run(import_dsl("Programmer{8|passes} -> ScEnsemble", rules), CODE_TASK)
+    asked = len(backend.requests)
+    redrawn = await engine.run(import_dsl("Programmer{8|redraw} -> ScEnsemble", rules), CODE_TASK)
+    assert len(backend.requests) == asked and redrawn.llm_calls == 0
+    assert "return a + b" in (redrawn.output or "")

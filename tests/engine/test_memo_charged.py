@@ -62,3 +62,16 @@ async def test_each_workflow_pays_what_it_would_pay_alone_whichever_ran_first(or
     assert charged == expected
     _, unshared = await costs(order, "workflow")
     assert requests < unshared, "the shared draws were made once"
+
+
+@pytest.mark.parametrize("first", ["passes", "redraw"])
+async def test_redraw_and_passes_share_the_greedy_draw_and_each_pays_it(first: str) -> None:
+    """`redraw` caps the greedy draw's re-asks; an accepted first reply is the same call under both rules, so it
+    is made once, whichever rule asks first, and charged to each (`NodeCaller.call`)."""
+    second = "redraw" if first == "passes" else "passes"
+    order = tuple(f"Programmer{{8|{rule}}} -> ScEnsemble" for rule in (first, second))
+    expected = {dsl: await alone(dsl) for dsl in order}
+    charged, requests = await costs(order, "charged")
+    assert charged == expected
+    _, unshared = await costs(order, "workflow")
+    assert 2 * requests == unshared, "every call, the greedy one included, was made once"
