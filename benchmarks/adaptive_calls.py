@@ -6,6 +6,9 @@ No LLM: a scripted executor double answers, so the only thing measured is what t
   public tests, 1 + 7 when it fails them; `direct8-exec` always draws 8.
 - `direct8-passes` (`Programmer{8|passes} -> ScEnsemble`): 1 draw when the greedy program passes the public
   tests, 1 + 3 when a draw of the second wave does, all 8 when none passes.
+- `direct8-redraw` (`Programmer{8|redraw} -> ScEnsemble`): as `direct8-passes`, but a greedy program that fails
+  to load is not re-asked: 2 requests (the greedy call and the second wave's) when a draw of the second wave
+  passes, where `direct8-passes` also sends the engine's 2 re-asks (4 requests).
 - `direct-sc8-vote` (`Custom{8|vote} -> ScEnsemble`): 4 draws when they all agree (the vote is decisive),
   all 8 when the answers split; `direct-sc8` always draws 8.
 Each case must pick a right answer and make exactly the draws its rule says; otherwise the benchmark prints
@@ -47,6 +50,7 @@ MATH = TaskSpec(problem="What is 6 * 7?", task_type="math")
 SECOND_WAVE_PASSER = draw_seed(derived_seed(0, "node_1", 1), 1)
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
 WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
+UNLOADABLE = "```python\ndef add(a, b):\n    return a - b\n\nassert add(1, 2) == 3\n```"  # its own assert fails
 
 
 def greedy(request: ChatRequest) -> bool:
@@ -66,6 +70,7 @@ class Case:
     fixed: str
     draws: int  # what the adaptive entry's rule must draw
     answer: str  # a substring of the right final answer
+    requests: int | None = None  # executor requests the adaptive entry must make, where the rule says
 
 
 CASES = (
@@ -97,6 +102,19 @@ CASES = (
         "direct8-exec",
         8,
         "a - b",
+    ),
+    *(
+        Case(
+            "greedy program fails to load, 2nd wave passes",
+            CODE,
+            lambda r: UNLOADABLE if greedy(r) else RIGHT if seed_of(r) == SECOND_WAVE_PASSER else WRONG,
+            entry,
+            "direct8-exec",
+            4,
+            "a + b",
+            requests=requests,
+        )
+        for entry, requests in (("direct8-passes", 4), ("direct8-redraw", 2))
     ),
     Case(
         "every answer agrees",
@@ -131,7 +149,7 @@ async def draws_of(case: Case, entry: str) -> tuple[int, int, str | None]:
 
 
 async def measure(report: BenchmarkReport) -> None:
-    report.line(f"{'case':<42} {'workflow':<16} {'draws':>5} {'requests':>8}   vs fixed {'draws':>5} {'ratio':>6}")
+    report.line(f"{'case':<48} {'workflow':<16} {'draws':>5} {'requests':>8}   vs fixed {'draws':>5} {'ratio':>6}")
     for case in CASES:
         adaptive = await draws_of(case, case.adaptive)
         fixed = await draws_of(case, case.fixed)
@@ -140,9 +158,13 @@ async def measure(report: BenchmarkReport) -> None:
         report.require(
             adaptive[0] == case.draws, f"{case.name}: {case.adaptive} drew {adaptive[0]}, rule says {case.draws}"
         )
+        report.require(
+            case.requests is None or adaptive[1] == case.requests,
+            f"{case.name}: {case.adaptive} made {adaptive[1]} requests, rule says {case.requests}",
+        )
         report.require(fixed[0] == 8, f"{case.name}: {case.fixed} drew {fixed[0]}, not 8")
         report.line(
-            f"{case.name:<42} {case.adaptive:<16} {adaptive[0]:>5} {adaptive[1]:>8}   "
+            f"{case.name:<48} {case.adaptive:<16} {adaptive[0]:>5} {adaptive[1]:>8}   "
             f"{case.fixed:<8} {fixed[0]:>5} {adaptive[0] / fixed[0]:>5.2f}x"
         )
 
