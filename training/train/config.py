@@ -71,6 +71,32 @@ class PolicySettings(_Strict):
     # "fsdp": the base model's weights are sharded over the learner ranks (FSDP2), for a policy that does not fit
     # one device; needs torchrun with 2 or more ranks. The update is the same, so it is not in the fingerprint.
     shard: Literal["none", "fsdp"] = "none"
+    # A trained LoRA adapter folder (e.g. a warm start's `adapter/`) on `model`: the policy at step 0 and the KL
+    # reference. Why not a merged model: the adapter stays a LoRA on the raw base, so one vLLM server can serve
+    # it beside the executor when `model` is the executor's own (docs/design/training.md, "Starting adapter").
+    start_adapter: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _start_adapter_fits(self) -> PolicySettings:
+        if self.start_adapter is None:
+            return self
+        config_file = Path(self.start_adapter) / "adapter_config.json"
+        if not config_file.is_file():
+            raise ValueError(
+                f"policy.start_adapter {self.start_adapter!r} holds no adapter_config.json (a peft adapter)"
+            )
+        saved = json.loads(config_file.read_text(encoding="utf-8"))
+        ours = {"r": self.lora.r, "lora_alpha": self.lora.alpha, "target_modules": sorted(self.lora.target_modules)}
+        theirs = {
+            "r": saved.get("r"),
+            "lora_alpha": saved.get("lora_alpha"),
+            "target_modules": sorted(saved.get("target_modules") or []),
+        }
+        if ours != theirs:
+            raise ValueError(f"policy.lora {ours} must match the start adapter's {theirs} (its adapter_config.json)")
+        if self.shard == "fsdp":
+            raise ValueError("policy.start_adapter cannot be combined with policy.shard: fsdp yet; use shard: none")
+        return self
 
 
 class VLLMSettings(_Strict):
@@ -333,6 +359,7 @@ class TrainConfig(_Strict):
 # default as `model_dump(mode="json")` writes it. `fingerprint` leaves a group out while all of it holds the
 # defaults, so older runs still resume, and so do runs hashed with the whole group (one of it set).
 _ADDED_LATER: tuple[tuple[tuple[str, str, Any], ...], ...] = (
+    (("policy", "start_adapter", None),),
     (
         ("reward", "operator_cost", RewardConfig.model_fields["operator_cost"].default),
         ("reward", "free_operators", RewardConfig.model_fields["free_operators"].default),

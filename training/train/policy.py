@@ -1,7 +1,9 @@
 """The learner's copy of the policy: a transformers causal LM with a peft LoRA adapter.
 
 The reference policy of the KL term is the same weights with the adapter disabled, so no second copy of the
-model is held. Log-probs are computed on token ids exactly as vLLM sampled them (never re-tokenised), and
+model is held; a run that starts from a trained adapter (`policy.start_adapter`) keeps that adapter's few MB
+instead and swaps them in for the reference forward, so the KL holds the policy near its start, not near the raw
+base it could not play from. Log-probs are computed on token ids exactly as vLLM sampled them (never re-tokenised), and
 only for the scored tail of each row (see `batching`).
 
 Dropout (LoRA's included) is switched off for good when the policy is built, as TRL's `disable_dropout` does:
@@ -14,7 +16,8 @@ backward, which a dropout switched off only around the forward would not.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,8 @@ class PolicyModel:
         self.pad_id = pad_id
         self.chunk_size = chunk_size
         self.sharded = False  # FSDP over the ranks (`distributed.fully_shard_policy`)
+        # the start adapter's weights (peft's saved names) when the KL reference is it rather than the base model
+        self.reference_adapter: dict[str, Tensor] | None = None
         # a sharded policy's trainable weights, whole, as of the last `gather_trainable` (every rank calls it)
         self.gathered: dict[str, Tensor] | None = None
         disable_dropout(model)  # deterministic log-probs for the ratio: see the module docstring
@@ -73,11 +78,13 @@ class PolicyModel:
     ) -> PolicyModel:
         """The policy as a training config describes it (LoRA, dtype, checkpointing, log-prob chunks): what both
         CWRPO and the warm start train, so they load it alike."""
+        start = config.policy.start_adapter
         return cls.load(
             model_dir,
             config.policy.lora,
             dtype=config.policy.dtype,
             adapter_dir=adapter_dir,
+            start_adapter=Path(start) if start else None,
             gradient_checkpointing=config.policy.gradient_checkpointing,
             chunk_size=config.optim.logprob_chunk,
             device=device,
@@ -91,13 +98,16 @@ class PolicyModel:
         *,
         dtype: str = "float32",
         adapter_dir: Path | None = None,
+        start_adapter: Path | None = None,
         gradient_checkpointing: bool = False,
         chunk_size: int = 256,
         device: torch.device | None = None,
     ) -> PolicyModel:
-        """Load the base model and attach a fresh LoRA (B = 0: the policy starts as the base model) or the
-        trained adapter in `adapter_dir`."""
+        """Load the base model and attach a fresh LoRA (B = 0: the policy starts as the base model), the trained
+        adapter in `adapter_dir` (a checkpoint's), or else `start_adapter`; with `start_adapter` the KL reference
+        is that adapter whatever the weights are now (see the module docstring)."""
         from peft import LoraConfig, PeftModel, get_peft_model
+        from peft.utils import load_peft_weights
         from transformers import AutoConfig, AutoModelForCausalLM
 
         device = device or torch.device("cpu")
@@ -106,8 +116,9 @@ class PolicyModel:
         if gradient_checkpointing:
             base.gradient_checkpointing_enable()
             base.enable_input_require_grads()
-        if adapter_dir is not None:
-            model = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+        trained = adapter_dir if adapter_dir is not None else start_adapter
+        if trained is not None:
+            model = PeftModel.from_pretrained(base, str(trained), is_trainable=True)
         else:
             config = LoraConfig(
                 r=lora.r,
@@ -121,8 +132,18 @@ class PolicyModel:
         pad = hf_config.pad_token_id if hf_config.pad_token_id is not None else hf_config.eos_token_id
         pad_id = int(pad[0] if isinstance(pad, list) else pad or 0)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        log.info("policy_loaded", model=str(model_dir), dtype=dtype, device=str(device), trainable_params=trainable)
-        return cls(model, pad_id=pad_id, chunk_size=chunk_size, device=device)
+        log.info(
+            "policy_loaded",
+            model=str(model_dir),
+            dtype=dtype,
+            device=str(device),
+            trainable_params=trainable,
+            start_adapter=str(start_adapter) if start_adapter else None,
+        )
+        policy = cls(model, pad_id=pad_id, chunk_size=chunk_size, device=device)
+        if start_adapter is not None:
+            policy.reference_adapter = load_peft_weights(str(start_adapter), device=str(device))
+        return policy
 
     def batch(self, samples: Sequence[tuple[TurnSample, float]]) -> TokenBatch:
         """The samples left-padded into one batch on the model's device."""
@@ -153,10 +174,32 @@ class PolicyModel:
 
     @torch.no_grad()
     def reference_logprobs(self, batch: TokenBatch) -> Tensor:
-        """Log-probs under the base model (adapter disabled), no grad."""
-        with self.model.disable_adapter():
-            logits = self._tail_logits(batch)
+        """Log-probs under the reference policy, no grad: the base model (adapter disabled), or the start adapter."""
+        if self.reference_adapter is None:
+            with self.model.disable_adapter():
+                logits = self._tail_logits(batch)
+        else:
+            with self._start_adapter_swapped_in():
+                logits = self._tail_logits(batch)
         return token_logprobs(logits, batch.target_ids, self.chunk_size)
+
+    @contextmanager
+    def _start_adapter_swapped_in(self) -> Iterator[None]:
+        """The start adapter's weights in the trainable tensors for the block, then the current ones back, in
+        place (the optimizer keeps its parameters)."""
+        from peft.utils import set_peft_model_state_dict
+
+        assert self.reference_adapter is not None
+        current = [(p, p.detach().clone()) for p in self.trainable_parameters()]
+        with torch.no_grad():
+            outcome: Any = set_peft_model_state_dict(self.model, self.reference_adapter)
+            if outcome.unexpected_keys:
+                raise RuntimeError(f"the start adapter does not fit the policy: {outcome.unexpected_keys[:3]}")
+            try:
+                yield
+            finally:
+                for parameter, value in current:
+                    parameter.copy_(value)
 
     @torch.no_grad()
     def gather_trainable(self) -> None:
