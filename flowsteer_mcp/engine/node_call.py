@@ -233,8 +233,9 @@ class NodeCaller:
 
         `draw` is the call's sampling (part of the memo key); `via` replaces the backend for this call (a
         shared-prompt batch member: same model and results, so the memo key is unchanged); `greedy_reasks`
-        caps a greedy draw's re-asks (part of the memo key: fewer re-asks can give another result)."""
-        settings = self._settings.with_greedy_reasks(greedy_reasks)
+        caps the re-asks of a greedy draw, not of a sampled one (part of the memo key: fewer re-asks can give
+        another result)."""
+        settings = self._settings.with_greedy_reasks(greedy_reasks) if draw.greedy else self._settings
         inputs = state.to_input(node.prompt)
         spec = self.spec_of(node)
 
