@@ -145,3 +145,47 @@ def test_a_start_adapter_that_does_not_fit_is_refused(
 def test_a_missing_start_adapter_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TrainConfigError, match=r"holds no adapter_config\.json"):
         parse_train_config(config_with(tmp_path / "nowhere"))
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_flowsteer_train_starts_from_the_adapter_on_vllm(model_dir: Path, tmp_path: Path) -> None:
+    """One step of the cpu-smoke preset from a saved adapter, as a user runs it: vLLM serves the start adapter
+    for the first rollouts (the learner's log-probs match the sampler's: ratio 1), and the KL term measures
+    the distance from it (0 before the first update moves the weights), not from the base model."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    from tests.support.train_runs import jsonl, run_env
+    from tests.support.vllm import REPO_ROOT, vllm_interpreter
+
+    smoke = LoraSettings(r=8, alpha=16, dropout=0.0)  # configs/cpu-smoke.yaml's LoRA
+    torch.manual_seed(0)
+    warm = PolicyModel.load(model_dir, smoke)
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():  # far enough from the base that serving or referencing the base would show
+        for name, parameter in warm.model.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+    adapter = tmp_path / "warm" / "adapter"
+    warm.model.save_pretrained(str(adapter))
+    out_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "training.cli", "train", "--config", "configs/cpu-smoke.yaml",
+        "--set", f"policy.model={model_dir}", "--set", f"policy.start_adapter={adapter}",
+        "--set", f"run.out_dir={out_dir}", "--set", "run.steps=1", "--set", "optim.warmup_steps=0",
+        "--set", "logging.progress=false",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, env=run_env(vllm_interpreter()), capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    published = load_file(str(out_dir / "adapters" / "step-0" / "adapter_model.safetensors"))
+    saved = load_file(str(adapter / "adapter_model.safetensors"))
+    assert published.keys() == saved.keys() and all(torch.equal(published[k], saved[k]) for k in saved)
+    (metrics,) = jsonl(out_dir / "metrics.jsonl")
+    ratio, kl = float(metrics["loss/ratio_mean"]), float(metrics["loss/kl"])  # type: ignore[arg-type]
+    assert abs(ratio - 1.0) < 0.05, f"vLLM sampled from the start adapter: ratio {ratio}"
+    assert abs(kl) < 1e-4, f"the reference is the start adapter: KL {kl}"
