@@ -238,6 +238,43 @@ class NodeCaller:
         settings = self._settings.with_greedy_reasks(greedy_reasks) if draw.greedy else self._settings
         inputs = state.to_input(node.prompt)
         spec = self.spec_of(node)
+        keys = self._memo_keys(node, inputs, iteration, draw, settings)
+        charged = self._settings.memo_scope == "charged"
+        row = NodeTrace(
+            node_id=node.id,
+            operator=node.operator,
+            ok=False,
+            iteration=iteration,
+            inputs_digest=inputs_digest(inputs),
+            note=note,
+        )
+        position = position or CallPosition(iteration=iteration)
+        await self._ctx.node_started(node, position)
+        found = await self._cached(keys, wait=charged, via=via)
+        if found is not None:
+            key, cached = found
+            output = cached.output
+            await self._reuse(key, cached, row, charged=charged, via=via)
+        else:
+            async with self._memo.computing(keys[0]) if self._memo is not None else nullcontext():
+                output, first = await self._compute(node, spec, inputs, row, sink, draw, via, settings)
+                self._remember(keys, output, row, first)
+        _record(row, output)
+        sink.append(row)
+        await self._ctx.node_finished(node, position)
+        return NodeResult(node=node, spec=spec, output=output, row=row)
+
+    def _memo_keys(
+        self,
+        node: OperatorNode,
+        inputs: OperatorInput,
+        iteration: int | None,
+        draw: DrawSettings,
+        settings: CallSettings,
+    ) -> list[str]:
+        """The call's memo key, then, for a greedy draw with capped re-asks, the key of the same draw under the
+        engine's re-asks: when that draw's first reply was accepted, the re-asks were never sent, so either is
+        the other's result."""
 
         def key_under(call_settings: CallSettings) -> str:
             return memo_key(
@@ -252,55 +289,36 @@ class NodeCaller:
                 scope=RUN_SCOPE.get() if self._settings.memo_scope == "workflow" else None,
             )
 
-        key = key_under(settings)
-        charged = self._settings.memo_scope == "charged"
-        row = NodeTrace(
-            node_id=node.id,
-            operator=node.operator,
-            ok=False,
-            iteration=iteration,
-            inputs_digest=inputs_digest(inputs),
-            note=note,
+        own = key_under(settings)
+        return [own] if settings is self._settings else [own, key_under(self._settings)]
+
+    async def _cached(
+        self, keys: Sequence[str], *, wait: bool, via: ChatBackend | None
+    ) -> tuple[str, MemoEntry] | None:
+        """The memoised result under the call's own key, else under an equivalent key (`_memo_keys`) when it was
+        accepted at its first reply; with the key it was found under (who pays is recorded per key)."""
+        for number, key in enumerate(keys):
+            cached = await self._lookup(key, wait=wait, via=via)
+            if cached is not None and (number == 0 or cached.llm_calls == 1):
+                return key, cached
+        return None
+
+    def _remember(self, keys: Sequence[str], output: OperatorOutput, row: NodeTrace, first: dict[str, Any]) -> None:
+        """Memoise a successful result under its own key, and under the equivalent keys when it was accepted at
+        its first reply (`_memo_keys`)."""
+        if not output.ok or self._memo is None:
+            return
+        payer = RUN_SCOPE.get()
+        entry = MemoEntry(
+            output=output,
+            llm_calls=row.llm_calls,
+            tokens=row.tokens,
+            latency_s=row.latency_s or 0.0,
+            paid_by={payer} if payer else set(),
+            **first,
         )
-        position = position or CallPosition(iteration=iteration)
-        await self._ctx.node_started(node, position)
-        cached = await self._lookup(key, wait=charged, via=via)
-        if cached is None and settings is not self._settings:
-            # The same draw with the engine's re-asks, when its first reply was accepted, is this draw's result
-            # too: the re-asks it was allowed were never sent.
-            uncapped_key = key_under(self._settings)
-            uncapped = await self._lookup(uncapped_key, wait=charged, via=via)
-            if uncapped is not None and uncapped.llm_calls == 1:
-                cached, key = uncapped, uncapped_key
-        if cached is not None:
-            output = cached.output
-            await self._reuse(key, cached, row, charged=charged, via=via)
-        else:
-            async with self._memo.computing(key) if self._memo is not None else nullcontext():
-                output, first = await self._compute(node, spec, inputs, row, sink, draw, via, settings)
-                if output.ok and self._memo is not None:
-                    payer = RUN_SCOPE.get()
-                    entry = MemoEntry(
-                        output=output,
-                        llm_calls=row.llm_calls,
-                        tokens=row.tokens,
-                        latency_s=row.latency_s or 0.0,
-                        paid_by={payer} if payer else set(),
-                        **first,
-                    )
-                    self._memo.put(key, entry)
-                    if settings is not self._settings and entry.llm_calls == 1:
-                        self._memo.put(key_under(self._settings), entry)  # accepted at once: uncapped, the same
-        row.ok = output.ok
-        if output.ok and output.note:
-            row.note = f"{row.note}; {output.note}" if row.note else output.note
-        row.output = output.text if output.ok else ""
-        row.error = None if output.ok else output.error
-        row.unavailable = not output.ok and output.unavailable
-        row.verdict = output.verdict if output.ok else None
-        sink.append(row)
-        await self._ctx.node_finished(node, position)
-        return NodeResult(node=node, spec=spec, output=output, row=row)
+        for key in keys if entry.llm_calls == 1 else keys[:1]:
+            self._memo.put(key, entry)
 
     async def _lookup(self, key: str, *, wait: bool, via: ChatBackend | None) -> MemoEntry | None:
         """The memoised result of `key`; with `wait`, an identical call under way elsewhere is waited for
@@ -409,6 +427,17 @@ class NodeCaller:
                 ok=False, error=f"operator returned {type(output).__name__} instead of an OperatorOutput"
             )
         return output
+
+
+def _record(row: NodeTrace, output: OperatorOutput) -> None:
+    """What the call gave, on its trace row."""
+    row.ok = output.ok
+    if output.ok and output.note:
+        row.note = f"{row.note}; {output.note}" if row.note else output.note
+    row.output = output.text if output.ok else ""
+    row.error = None if output.ok else output.error
+    row.unavailable = not output.ok and output.unavailable
+    row.verdict = output.verdict if output.ok else None
 
 
 def _checked(output: OperatorOutput, spec: OperatorSpec | None) -> OperatorOutput:

@@ -3,8 +3,8 @@
 The reference policy of the KL term is the same weights with the adapter disabled, so no second copy of the
 model is held; a run that starts from a trained adapter (`policy.start_adapter`) keeps that adapter's few MB
 instead and swaps them in for the reference forward, so the KL holds the policy near its start, not near the raw
-base it could not play from. Log-probs are computed on token ids exactly as vLLM sampled them (never re-tokenised), and
-only for the scored tail of each row (see `batching`).
+base it could not play from. Log-probs are computed on token ids exactly as vLLM sampled them (never
+re-tokenised), and only for the scored tail of each row (see `batching`).
 
 Dropout (LoRA's included) is switched off for good when the policy is built, as TRL's `disable_dropout` does:
 the forward that gives the importance ratio's log-probs is also the one the gradient flows through, and a
