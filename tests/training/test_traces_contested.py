@@ -10,7 +10,7 @@ import pytest
 from flowsteer_mcp.director.graded import ItemResult
 from training.evaluate.journal import ItemJournal
 from training.evaluate.results import EvalConfig
-from training.traces.contested import contested_screen, screen_records
+from training.traces.contested import ContestedScreen, contested_screen, screen_records
 from training.train.config import TrainConfig, parse_train_config
 from training.train.loop import load_training_problems
 
@@ -113,3 +113,29 @@ def test_an_evaluation_journal_is_a_screen_and_its_run_failures_say_nothing(tmp_
     assert contested_screen([folder]).contested == ["a/3"]
     assert contested_screen([folder / "items.jsonl"]).graded_problems == 2
     assert [p.id for p in load_training_problems(config(tmp_path, folder))] == ["a/3"]
+
+
+def test_a_published_report_is_a_screen(tmp_path: Path) -> None:
+    """A run's `report.json` (what docs/runs publishes; its journal stays in the gitignored runs/) screens too."""
+    items = [
+        ItemResult(director=d, problem_id=p, source="a", problem_type="math", score=s, correct=s == 1.0, error=e)
+        for p, d, s, e in [
+            ("a/3", "direct", 0.0, None),
+            ("a/3", "template", 1.0, None),  # contested
+            ("a/4", "direct", 1.0, None),
+            ("a/4", "template", 1.0, None),
+            ("a/5", "direct", 0.0, "executor_unavailable"),
+            ("a/5", "template", 1.0, None),
+        ]
+    ]
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"config": {}, "aggregates": [], "items": [i.model_dump() for i in items]}))
+    assert contested_screen([report]) == ContestedScreen(contested=["a/3"], graded_problems=2)
+    assert [p.id for p in load_training_problems(config(tmp_path, report))] == ["a/3"]
+
+
+def test_a_json_file_that_is_no_report_is_a_clear_error(tmp_path: Path) -> None:
+    other = tmp_path / "settings.json"
+    other.write_text(json.dumps({"items": "not a list"}))
+    with pytest.raises(ValueError, match="not an evaluation report"):
+        load_training_problems(config(tmp_path, other))

@@ -6,7 +6,8 @@ teaches nothing; `docs/runs/cpu-warmstart` run 2 drew four such groups in its fi
 (for instance `greedy` against `direct8-exec` on every training problem) marks the problems where the choice of
 workflow decides the outcome, and `data.contested_in` trains on those. An evaluation's journal (`items.jsonl` of
 `flowsteer eval --out DIR`, with two or more directors on the same training problems) is a screen too: its
-items carry the same problem ids and grades, so a run already made to choose a workflow need not be repeated.
+items carry the same problem ids and grades, so a run already made to choose a workflow need not be repeated;
+its `report.json`, which docs/runs publishes, as well.
 """
 
 from __future__ import annotations
@@ -51,8 +52,22 @@ def screen_records(records: Iterable[dict[str, Any]]) -> ContestedScreen:
     )
 
 
+def _report_records(file: Path) -> list[dict[str, Any]]:
+    """An evaluation report's items (`report.json` of `flowsteer eval --out`) as screen records. A published
+    run keeps its report in docs/runs while its journal stays in the gitignored runs/, so a config that names
+    the report trains the same problems from any clone."""
+    report = json.loads(file.read_text(encoding="utf-8"))
+    items = report.get("items") if isinstance(report, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) and "problem_id" in i for i in items):
+        raise TranscriptError(f"{file} is not an evaluation report (a report.json written by `flowsteer eval --out`)")
+    return [{"problem_id": i["problem_id"], "correctness": i.get("score"), "error": i.get("error")} for i in items]
+
+
 def _file_records(file: Path) -> list[dict[str, Any]]:
-    """A transcript file's episodes, or an evaluation journal's items as screen records (`score` is the grade)."""
+    """A transcript file's episodes, or an evaluation journal's or report's items as screen records (`score` is
+    the grade)."""
+    if file.suffix == ".json":
+        return _report_records(file)
     if not file.name.endswith(".gz") and is_journal(file):
         items = read_journal_items(file)
         return [{"problem_id": i.problem_id, "correctness": i.score, "error": i.error} for i in items]
@@ -60,8 +75,9 @@ def _file_records(file: Path) -> list[dict[str, Any]]:
 
 
 def contested_screen(paths: Sequence[str | Path]) -> ContestedScreen:
-    """The screen of the transcript files or folders at `paths` (as `flowsteer traces collect` writes them), or
-    of evaluation journals (`items.jsonl`, or the `flowsteer eval --out` folder holding one)."""
+    """The screen of the transcript files or folders at `paths` (as `flowsteer traces collect` writes them), of
+    evaluation journals (`items.jsonl`, or the `flowsteer eval --out` folder holding one), or of evaluation
+    reports (a `report.json` file, named as a file)."""
     return screen_records(record for file in transcript_files(paths) for record in _file_records(file))
 
 
