@@ -243,7 +243,13 @@ class Programmer(Operator):
             )
             result = await ask(runtime, self.spec, prompt, accept, reply_format=reply_format)
         if isinstance(result, Failure):
-            return ProgrammerOutput(ok=False, error=result.error, execution=attempts.last, attempts=attempts.count)
+            return ProgrammerOutput(
+                ok=False,
+                error=result.error,
+                execution=attempts.last,
+                attempts=attempts.count,
+                unavailable=result.from_backend,
+            )
         return result
 
 

@@ -131,6 +131,7 @@ async def test_backend_error_is_an_error_value(name: str) -> None:
     assert not output.ok
     assert output.text == ""
     assert output.error is not None and "HTTP 503 after 3 retries" in output.error
+    assert output.unavailable, "an outage is not the operator's answer: it is reported, never memoised as one"
     assert len(backend.requests) == 1  # no re-ask after a backend failure
 
 
