@@ -6,8 +6,9 @@ only re-runs the nodes it affects (the edited node and everything downstream who
 The key covers the node id, operator, prompt, the node's full `OperatorInput` (which already holds every
 upstream output it can see), the loop iteration, the backend identity (model + sampling), the engine's
 runtime settings and the call's draw (temperature, top-p, seed): an identical greedy call is reused, while
-two samples (different seeds) never share an entry. Only successful results are stored, and only after the call completed, so a failed,
-timed-out or cancelled call can never be replayed from the cache.
+two samples (different seeds) never share an entry. Only completed calls are stored, so a timed-out or
+cancelled call is never replayed; a failed one only under the `charged` scope, and never an outage
+(`NodeCaller._remember`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def memo_key(
 
 
 class MemoEntry(BaseModel):
-    """A successful node result, what it cost when it was computed, and which workflows paid for it."""
+    """A node result, what it cost when it was computed, and which workflows paid for it."""
 
     output: OperatorOutput
     llm_calls: int = 0
@@ -147,8 +148,7 @@ class MemoCache:
         return entry.model_copy(deep=True)
 
     def put(self, key: str, entry: MemoEntry) -> None:
-        if not entry.output.ok:
-            return  # failures are never memoised: the next run must try again
+        """Store `entry`; which results may be stored is the caller's rule (`NodeCaller._remember`)."""
         self._entries[key] = entry.model_copy(deep=True)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:

@@ -1,7 +1,8 @@
 """One operator call: memo lookup, metering, per-call timeout, crash capture and its trace row.
 
 Why one place: every stage kind calls operators the same way, and the guarantees (errors are values, a
-crash or timeout never escapes, only completed successes are memoised, cancellation always propagates)
+crash or timeout never escapes, only completed calls are memoised (failures only under the `charged` scope,
+outages never), cancellation always propagates)
 must hold for all of them.
 
 Sampling: every call is one *draw* with explicit settings (`DrawSettings`: temperature, top-p, seed).
@@ -299,14 +300,17 @@ class NodeCaller:
         accepted at its first reply; with the key it was found under (who pays is recorded per key)."""
         for number, key in enumerate(keys):
             cached = await self._lookup(key, wait=wait, via=via)
-            if cached is not None and (number == 0 or cached.llm_calls == 1):
+            if cached is not None and (number == 0 or _first_reply_accepted(cached)):
                 return key, cached
         return None
 
     def _remember(self, keys: Sequence[str], output: OperatorOutput, row: NodeTrace, first: dict[str, Any]) -> None:
-        """Memoise a successful result under its own key, and under the equivalent keys when it was accepted at
-        its first reply (`_memo_keys`)."""
-        if not output.ok or self._memo is None:
+        """Memoise a result under its own key, and under the equivalent keys when it was accepted at its first
+        reply (`_memo_keys`). A success always; under `charged` also a failure that is the executor's answer
+        (an unusable reply after its re-asks, a failed check), so the workflows compared are judged on the same
+        calls and it is made once. An outage (`unavailable`: backend down, per-call timeout) never is."""
+        memoised = output.ok or (self._settings.memo_scope == "charged" and not output.unavailable)
+        if not memoised or self._memo is None:
             return
         payer = RUN_SCOPE.get()
         entry = MemoEntry(
@@ -317,7 +321,7 @@ class NodeCaller:
             paid_by={payer} if payer else set(),
             **first,
         )
-        for key in keys if entry.llm_calls == 1 else keys[:1]:
+        for key in keys if _first_reply_accepted(entry) else keys[:1]:
             self._memo.put(key, entry)
 
     async def _lookup(self, key: str, *, wait: bool, via: ChatBackend | None) -> MemoEntry | None:
@@ -427,6 +431,12 @@ class NodeCaller:
                 ok=False, error=f"operator returned {type(output).__name__} instead of an OperatorOutput"
             )
         return output
+
+
+def _first_reply_accepted(entry: MemoEntry) -> bool:
+    """Whether the call's first reply was its result, which makes it the same call whatever re-asks it was
+    allowed (a failure after one reply may have been re-asked under another cap)."""
+    return entry.output.ok and entry.llm_calls == 1
 
 
 def _record(row: NodeTrace, output: OperatorOutput) -> None:

@@ -97,7 +97,9 @@ async def test_parallel_branches_with_identical_prompts_are_not_collapsed() -> N
     assert report.cache_hits == 0 and report.llm_calls == 2
 
 
-async def test_failed_results_are_never_memoised() -> None:
+async def test_failed_results_are_not_memoised_under_the_workflow_scope() -> None:
+    """The canvas re-runs after each edit; a node that failed is tried again (the charged scope of evaluations
+    keeps failures that are answers, tests/engine/test_memo_charged.py)."""
     h = make_harness()
     g = edit(h, edit(h, WorkflowGraph(), add("FakeSolver", "marker-A")), add("FailingSolverDouble"))
     await h.engine.run(g, TASK)
