@@ -72,12 +72,14 @@ def _models(argv: list[str]) -> int:
 
 
 @asynccontextmanager
-async def _serve_shipped_director(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+async def _serve_shipped_director(
+    shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+) -> AsyncIterator[ServedDirector]:
     """The shipped director's server, imported only when a command serves one: its vLLM launcher needs the
     training extra, which `flowsteer demo`, `solve` and `serve` do not otherwise need."""
     from training.serve_director import serve_shipped_director
 
-    async with serve_shipped_director(shipped, mode) as served:
+    async with serve_shipped_director(shipped, mode, executor_url=executor_url) as served:
         yield served
 
 

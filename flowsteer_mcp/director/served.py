@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from flowsteer_mcp.director.card import ShippedDirector
 
 StartMode = Literal["auto", "vllm", "local"]  # a server the command starts for the director
-SERVE_MODES: tuple[StartMode, ...] = ("auto", "vllm", "local")
+SERVE_MODES: tuple[StartMode, ...] = ("auto", "vllm", "local")  # what a command with no executor server offers
 # executor: load the adapter onto the executor's own running vLLM server (one server, one copy of the base
 # weights), for commands whose executor is such a server and whose director's base model is the executor's.
 ServeMode = Literal[StartMode, "executor"]
+SERVE_MODES_WITH_EXECUTOR: tuple[ServeMode, ...] = (*SERVE_MODES, "executor")
 
 
 class ServedDirector(BaseModel):
@@ -36,6 +37,9 @@ class ServedDirector(BaseModel):
 
 
 class DirectorServing(Protocol):
-    """Serves a shipped director for as long as the returned context is open; stops whatever it started."""
+    """Serves a shipped director for as long as the returned context is open; stops whatever it started.
+    `executor_url` is the executor's own server, which mode `executor` loads the adapter onto."""
 
-    def __call__(self, shipped: ShippedDirector, mode: ServeMode) -> AbstractAsyncContextManager[ServedDirector]: ...
+    def __call__(
+        self, shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+    ) -> AbstractAsyncContextManager[ServedDirector]: ...

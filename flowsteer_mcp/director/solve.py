@@ -21,7 +21,7 @@ from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.card import DirectorCardError, ShippedDirector, shipped_director
 from flowsteer_mcp.director.episode import Director, EpisodeResult
 from flowsteer_mcp.director.generation import PolicySampling
-from flowsteer_mcp.director.served import SERVE_MODES, DirectorServing, ServedDirector
+from flowsteer_mcp.director.served import SERVE_MODES_WITH_EXECUTOR, DirectorServing, ServedDirector, ServeMode
 
 
 def _director_name(name: str) -> str:
@@ -65,9 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--policy-model", help="served model name of the policy")
     parser.add_argument(
         "--policy-serve",
-        choices=SERVE_MODES,
-        help="without --policy-url: serve the shipped director with vLLM, the local transformers server, or "
-        "whichever is available (auto, the default)",
+        choices=SERVE_MODES_WITH_EXECUTOR,
+        help="without --policy-url: serve the shipped director with vLLM, the local transformers server, "
+        "whichever is available (auto, the default), or on the executor's own vLLM server (executor: --config "
+        "names an openai executor with one base_url, serving the director's base model)",
     )
     # The shipped director plays the game on its card (docs/design/shipped-director.md); these three set the game
     # of a policy given by --policy-url.
@@ -174,11 +175,26 @@ def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error("--policy-serve is only used with --director policy")
 
 
+def _executor_server(config: Path | None) -> str | None:
+    """The executor's one server, onto which `--policy-serve executor` loads the director (None: there is none,
+    and serving says what it needs)."""
+    from operators.backends.config import single_server_url
+
+    return single_server_url(config)
+
+
 def solve_main(argv: list[str], serve_director: DirectorServing | None = None) -> int:
     """`serve_director` serves the shipped director when `--director policy` comes without `--policy-url`."""
+    from operators.backends.config import ConfigError, load_executor_config
+
     parser = _parser()
     args = parser.parse_args(argv)
     _check_arguments(parser, args)
+    try:
+        load_executor_config(args.config)  # a bad config is refused before anything starts
+    except ConfigError as error:
+        print(f"flowsteer solve: error: {error}", file=sys.stderr)
+        return 2
     shipped = None
     if args.director == "policy" and not args.policy_url:
         try:
@@ -196,7 +212,9 @@ def solve_main(argv: list[str], serve_director: DirectorServing | None = None) -
         print(
             f"policy: the shipped director {director.card.name!r} (LoRA on {director.card.base_model})", file=sys.stderr
         )
-        shipped = ShippedPlay(director, serve_director(director, args.policy_serve or "auto"))
+        mode: ServeMode = args.policy_serve or "auto"
+        executor_url = _executor_server(args.config) if mode == "executor" else None
+        shipped = ShippedPlay(director, serve_director(director, mode, executor_url=executor_url))
     result = anyio.run(solve, args, shipped)
     print_episode(result)
     return 0 if result.answer is not None else 1

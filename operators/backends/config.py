@@ -390,6 +390,15 @@ def load_executor_config(path: str | Path | None = None, *, env: Mapping[str, st
     return resolve_executor(load_config(path, env=env), env=env)
 
 
+def single_server_url(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> str | None:
+    """The OpenAI base URL of the executor's one server, or None when the executor is not an `openai` backend
+    with exactly one endpoint (what a command needs to load a director's adapter onto that server)."""
+    config = load_executor_config(path, env=env).config
+    if isinstance(config, OpenAIModelConfig) and len(config.endpoints) == 1:
+        return config.endpoints[0]
+    return None
+
+
 def _read(file: Path) -> object:
     suffix = file.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):

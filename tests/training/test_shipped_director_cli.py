@@ -82,7 +82,9 @@ def test_solve_plays_the_shipped_director_served_locally(
     serve = serve_director.serve_shipped_director
 
     @asynccontextmanager
-    async def one_thread(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+    async def one_thread(
+        shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+    ) -> AsyncIterator[ServedDirector]:
         async with serve(shipped, mode, dtype="float32", num_threads=1) as endpoint:  # a busy 2-core machine
             served.append(endpoint)
             yield endpoint
@@ -136,3 +138,62 @@ def test_eval_serves_the_shipped_director_and_records_its_identity(
     assert config["policy_url"] == "shipped:test-director"  # not the loopback url, which changes every run
     assert config["policy_model"] == ADAPTER_SERVED_NAME
     assert config["policy_weights"].startswith(f"{SMALL_MODEL} + test-director@sha256:")
+
+
+def test_solve_plays_the_shipped_director_on_the_executors_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--policy-serve executor`: the serving gets the executor's one server from --config, and the director
+    and the executor are then asked at that one url (an OpenAI stub standing in for the vLLM server; the real
+    loading is tests/training/test_director_on_executor.py)."""
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(fake_director(tmp_path / "director")))
+    asked: list[str] = []
+
+    def one_server(body: dict[str, Any]) -> StubReply:
+        asked.append(body["model"])
+        return _policy_reply(body) if body["model"] == ADAPTER_SERVED_NAME else StubReply(content="42")
+
+    with OpenAIStub(responder=one_server, served_models=["executor-model", ADAPTER_SERVED_NAME]) as stub:
+        url = stub.base_url
+        config = tmp_path / "executor.toml"
+        config.write_text(
+            f'[executor]\nmodel = "m"\n[models.m]\nbackend = "openai"\nbase_url = "{url}"\nmodel = "executor-model"\n',
+            encoding="utf-8",
+        )
+        given: list[str | None] = []
+
+        @asynccontextmanager
+        async def on_executor(
+            shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+        ) -> AsyncIterator[ServedDirector]:
+            given.append(executor_url)
+            assert mode == "executor" and executor_url is not None
+            yield ServedDirector(
+                url=executor_url, model=ADAPTER_SERVED_NAME, base_model="executor-model", via="executor"
+            )
+
+        monkeypatch.setattr(serve_director, "serve_shipped_director", on_executor)
+        argv = ["solve", "What is 6*7?", "--task-type", "math", "--director", "policy", "--policy-serve", "executor"]
+        code = main([*argv, "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert given == [url]
+    assert f"served by executor at {url}" in err
+    assert {ADAPTER_SERVED_NAME, "executor-model"} <= set(asked)  # one server answered both roles
+    assert out.rstrip().endswith("42")
+
+
+def test_solve_on_the_executors_server_needs_an_openai_executor(
+    executor_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(fake_director(tmp_path / "director")))
+    argv = ["solve", "x", "--director", "policy", "--policy-serve", "executor", "--config", str(executor_config)]
+    assert main(argv) == 1
+    assert "shares the executor's vLLM server: the executor must be an `openai` backend" in capsys.readouterr().err
+
+
+def test_solve_refuses_a_bad_config_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[executor]\nmodel = "x"\n[models.x]\nbackend = "nope"\n', encoding="utf-8")
+    assert main(["solve", "x", "--director", "direct", "--config", str(config)]) == 2
+    assert "'backend' must be one of" in capsys.readouterr().err

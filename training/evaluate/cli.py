@@ -322,16 +322,6 @@ def _executor_urls(args: argparse.Namespace) -> list[str]:
     return [display_url(url) for url in config.endpoints] if isinstance(config, OpenAIModelConfig) else []
 
 
-def _shared_executor_url(args: argparse.Namespace) -> str | None:
-    """The one endpoint of an openai executor, for --policy-serve executor; None when there is not exactly one."""
-    from operators.backends.config import OpenAIModelConfig, load_executor_config
-
-    config = load_executor_config(args.config).config
-    if isinstance(config, OpenAIModelConfig) and len(config.endpoints) == 1:
-        return config.endpoints[0]
-    return None
-
-
 async def _fleet_weights(urls: Sequence[str], model: str, key: str | None) -> str | None:
     """What the policy's replicas serve as `model`: the same weights on each, else `PolicyServerError` (one
     table must not mix two policies). An unreachable replica is left out; None when none could be asked."""
@@ -350,6 +340,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
     if not _serves_shipped(args):
         return await _evaluate(args, None)
     from flowsteer_mcp.director.card import DirectorCardError, shipped_director
+    from operators.backends.config import single_server_url
     from training.serve_director import DirectorServingError, ShippedPolicy, serve_shipped_director
 
     try:
@@ -359,7 +350,7 @@ async def _run_eval(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     try:
         mode: ServeMode = args.policy_serve or "auto"
-        executor_url = _shared_executor_url(args) if mode == "executor" else None
+        executor_url = single_server_url(args.config) if mode == "executor" else None
         async with serve_shipped_director(shipped, mode, executor_url=executor_url) as served:
             print(f"policy: shipped director {shipped.card.name!r} ({served.via}, {served.url})", file=sys.stderr)
             return await _evaluate(args, ShippedPolicy(shipped, served))
