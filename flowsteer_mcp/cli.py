@@ -101,6 +101,8 @@ def _add_oauth_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_director_arguments(parser: argparse.ArgumentParser) -> None:
+    from flowsteer_mcp.director.served import SERVE_MODES_WITH_EXECUTOR
+
     director = parser.add_argument_group("Flow-Director (solve with director='policy')")
     director.add_argument("--policy-url", metavar="URL", help="OpenAI-compatible base URL of a running policy server")
     director.add_argument("--policy-model", metavar="NAME", help="the model name that server serves the policy as")
@@ -108,9 +110,9 @@ def _add_director_arguments(parser: argparse.ArgumentParser) -> None:
         "--serve-director",
         nargs="?",
         const="auto",
-        choices=["auto", "vllm", "local"],
-        help="serve the shipped director from startup to shutdown (vLLM, the local server, or auto); "
-        "`flowsteer serve` only",
+        choices=SERVE_MODES_WITH_EXECUTOR,
+        help="serve the shipped director from startup to shutdown (vLLM, the local server, auto, or on the "
+        "executor's own vLLM server named by --config); `flowsteer serve` only",
     )
 
 
@@ -248,6 +250,7 @@ def mcp_main(argv: list[str] | None = None, serve_director: DirectorServing | No
     from flowsteer_mcp.runner_choice import build_runner
     from flowsteer_mcp.server import ServerSettings, build_server
     from flowsteer_mcp.server.http import UnsafeBindError, serve_http
+    from operators.backends.config import single_server_url
     from operators.registry import default_registry
 
     argv = sys.argv[1:] if argv is None else argv
@@ -272,6 +275,7 @@ def mcp_main(argv: list[str] | None = None, serve_director: DirectorServing | No
             policy_url=args.policy_url,
             policy_model=args.policy_model,
             serve_director=args.serve_director,
+            director_executor_url=single_server_url(args.config) if args.serve_director == "executor" else None,
             **({} if args.persistent_ttl is None else {"persistent_ttl_s": args.persistent_ttl or None}),
         )
         registry = default_registry()

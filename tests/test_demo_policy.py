@@ -40,7 +40,9 @@ async def test_the_policy_demo_serves_the_director_and_prints_its_turns(
     with OpenAIStub(responder=_policy_reply, served_models=[ADAPTER_SERVED_NAME]) as stub:
 
         @asynccontextmanager
-        async def serve(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+        async def serve(
+            shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+        ) -> AsyncIterator[ServedDirector]:
             opened.append(mode)
             yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
 

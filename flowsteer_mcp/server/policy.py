@@ -48,6 +48,7 @@ class PolicySource:
         shipped: ShippedDirector | None = None,
         serving: DirectorServing | None = None,
         mode: ServeMode = "auto",
+        executor_url: str | None = None,
     ) -> None:
         if (shipped is None) != (serving is None):
             raise ValueError("serving the shipped director needs both the director and a serving function")
@@ -55,6 +56,7 @@ class PolicySource:
         self.shipped = shipped
         self._serving = serving
         self._mode = mode
+        self._executor_url = executor_url  # mode `executor`: the server the adapter is loaded onto
         self._served: PolicyEndpoint | None = None
         self._problem: str | None = None
         self._running = False
@@ -71,7 +73,12 @@ class PolicySource:
                 "--serve-director needs the model servers of the `flowsteer` command: run `flowsteer serve "
                 "--serve-director ...`, or start the director yourself and pass --policy-url/--policy-model"
             )
-        return cls(shipped=shipped_director(), serving=serving, mode=settings.serve_director)
+        return cls(
+            shipped=shipped_director(),
+            serving=serving,
+            mode=settings.serve_director,
+            executor_url=settings.director_executor_url,
+        )
 
     @property
     def configured(self) -> bool:
@@ -101,7 +108,7 @@ class PolicySource:
         name = self.shipped.card.name
         log.info("director_serving", director=name, mode=self._mode)
         try:
-            async with self._serving(self.shipped, self._mode) as served:
+            async with self._serving(self.shipped, self._mode, executor_url=self._executor_url) as served:
                 self._served = PolicyEndpoint(served.url, served.model, served.via)
                 log.info("director_served", director=name, via=served.via, url=served.url)
                 await stop.wait()

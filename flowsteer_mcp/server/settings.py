@@ -6,7 +6,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flowsteer_mcp.canvas.options import CanvasLimits
-from flowsteer_mcp.director.served import StartMode
+from flowsteer_mcp.director.served import ServeMode
 from flowsteer_mcp.host_policy import allowed_host_name, allowed_origin, canonical_name, is_loopback_name
 from flowsteer_mcp.server.arguments import MAX_IMPORT_CHARS, MAX_TASK_CHARS, limits_over_caps
 from flowsteer_mcp.server.auth import token_problem
@@ -37,7 +37,9 @@ class ServerSettings(BaseModel):
     # it), or the shipped director served by the server itself from startup to shutdown (server/policy.py)
     policy_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     policy_model: str | None = Field(default=None, min_length=1)
-    serve_director: StartMode | None = None
+    serve_director: ServeMode | None = None
+    # mode `executor`: the executor's own vLLM server (the one base_url of an openai executor in --config)
+    director_executor_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     # HTTP transport
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
@@ -94,6 +96,11 @@ class ServerSettings(BaseModel):
         if self.policy_url is not None and self.serve_director is not None:
             raise ValueError(
                 "--serve-director serves the shipped director; it cannot be combined with --policy-url (pick one)"
+            )
+        if self.serve_director == "executor" and self.director_executor_url is None:
+            raise ValueError(
+                "--serve-director executor loads the director onto the executor's own vLLM server: --config must "
+                "name an `openai` executor with one base_url"
             )
         return self
 

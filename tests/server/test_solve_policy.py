@@ -108,7 +108,9 @@ def test_serve_director_without_a_shipped_director_is_refused_at_startup(
     registry: OperatorRegistry, no_shipped_director: Path
 ) -> None:
     @asynccontextmanager
-    async def never(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
+    async def never(
+        shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+    ) -> AsyncIterator[ServedDirector]:
         raise AssertionError("nothing to serve")
         yield  # pragma: no cover
 
@@ -118,14 +120,18 @@ def test_serve_director_without_a_shipped_director_is_refused_at_startup(
         )
 
 
-async def _solve_with_the_served_director(registry: OperatorRegistry, stub: OpenAIStub, events: list[str]) -> Any:
+async def _solve_with_the_served_director(
+    registry: OperatorRegistry, stub: OpenAIStub, events: list[str], settings: ServerSettings | None = None
+) -> Any:
     """One policy `solve` on a server that serves the shipped director through a double speaking for `stub`;
-    `events` records the double's start and stop."""
+    `events` records the double's start (with the executor's server it was given, if any) and stop."""
     up = anyio.Event()
 
     @asynccontextmanager
-    async def serving_double(shipped: ShippedDirector, mode: ServeMode) -> AsyncIterator[ServedDirector]:
-        events.append(f"start {shipped.card.name} {mode}")
+    async def serving_double(
+        shipped: ShippedDirector, mode: ServeMode, *, executor_url: str | None = None
+    ) -> AsyncIterator[ServedDirector]:
+        events.append(f"start {shipped.card.name} {mode}" + (f" on {executor_url}" if executor_url else ""))
         up.set()
         try:
             yield ServedDirector(url=stub.base_url, model=ADAPTER_SERVED_NAME, via="local")
@@ -133,7 +139,7 @@ async def _solve_with_the_served_director(registry: OperatorRegistry, stub: Open
             events.append("stop")
 
     app = build_server(
-        ServerSettings(serve_director="local"),
+        settings or ServerSettings(serve_director="local"),
         registry=registry,
         runner=ScriptedRunner(),
         store=MemoryStore(),
@@ -172,3 +178,21 @@ async def test_the_served_director_plays_the_game_on_its_card(
     systems = [turn[0]["content"] for turn in messages if turn[0]["role"] == "system"]
     assert result["turns"] == 1  # the card's one round, not the server's twenty
     assert systems and all(text.startswith("CARD TEMPLATE. Operators: ") for text in systems)
+
+
+async def test_the_server_can_serve_the_director_on_its_executors_own_server(
+    registry: OperatorRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(fake_director(tmp_path / "director")))
+    events: list[str] = []
+    executor = "http://127.0.0.1:8031/v1"
+    settings = ServerSettings(serve_director="executor", director_executor_url=executor)
+    with OpenAIStub(responder=replayed_policy, served_models=[ADAPTER_SERVED_NAME]) as stub:
+        result = await _solve_with_the_served_director(registry, stub, events, settings)
+    assert events == [f"start test-director executor on {executor}", "stop"]
+    assert result["answer"] == "Custom"
+
+
+def test_serving_on_the_executor_without_an_executor_server_is_refused_at_startup() -> None:
+    with pytest.raises(ValueError, match="--config must name an `openai` executor with one base_url"):
+        ServerSettings(serve_director="executor")

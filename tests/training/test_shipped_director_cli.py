@@ -197,3 +197,11 @@ def test_solve_refuses_a_bad_config_before_anything_starts(tmp_path: Path, capsy
     config.write_text('[executor]\nmodel = "x"\n[models.x]\nbackend = "nope"\n', encoding="utf-8")
     assert main(["solve", "x", "--director", "direct", "--config", str(config)]) == 2
     assert "'backend' must be one of" in capsys.readouterr().err
+
+
+def test_serve_on_the_executors_server_needs_an_openai_executor(
+    executor_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(DIRECTOR_DIR_ENV, str(fake_director(tmp_path / "director")))
+    assert main(["serve", "--serve-director", "executor", "--config", str(executor_config)]) == 2
+    assert "--config must name an `openai` executor with one base_url" in capsys.readouterr().err
