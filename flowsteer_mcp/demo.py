@@ -33,13 +33,14 @@ from flowsteer_mcp.director.served import SERVE_MODES, DirectorServing
 DEFAULT_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "second_largest.json"
 
 # The demo builds the measured default code workflow (`template`'s, `DEFAULT_WORKFLOW["code"]`: direct's own
-# request drawn greedily, then in waves of 3 and 4 sampled drafts only while no draft passes the public tests; the
-# sandbox picks by the public tests and by behaviour), half through a typed tool (a Programmer without a prompt,
+# request drawn greedily, then in waves of 3 and 4 sampled drafts only while no draft passes the public tests, a
+# greedy program that fails to load counting as a failed check rather than being re-asked; the sandbox picks by
+# the public tests and by behaviour), half through a typed tool (a Programmer without a prompt,
 # which is what makes its draws direct's request, with its stopping rule) and half in the Flow-Director dialect (an
 # add with its prompt turn, then finish). tests/test_demo_steps.py keeps it equal to the default, prompts included.
 # (kind, payload): "act" sends dialect text; "tool" calls a typed tool with arguments.
 CODE_TEMPLATE: list[tuple[str, Any]] = [
-    ("tool", ("add_operator", {"operator": "Programmer", "samples": 8, "until": "passes"})),
+    ("tool", ("add_operator", {"operator": "Programmer", "samples": 8, "until": "redraw"})),
     ("act", "<action>add</action><operator>ScEnsemble</operator>"),
     ("act", "Pick the program that passes the public tests."),
     ("act", "<action>finish</action>"),

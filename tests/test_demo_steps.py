@@ -44,7 +44,7 @@ async def test_the_demo_steps_build_the_default_code_workflow_and_finish() -> No
         detail = (await client.call_tool("get_workflow", {"workflow_id": workflow_id})).structured_content
         exported = await client.call_tool("export_workflow", {"workflow_id": workflow_id, "format": "json"})
     assert detail is not None and exported.structured_content is not None
-    assert detail["state"]["dsl"] == library_workflow("code").dsl() == "Programmer{8|passes} -> ScEnsemble"
+    assert detail["state"]["dsl"] == library_workflow("code").dsl() == "Programmer{8|redraw} -> ScEnsemble"
     built = json.loads(exported.structured_content["content"])["graph"]["stages"]
     default = json.loads(library_workflow("code").spec())["graph"]["stages"]
     assert [(s["operator"], s["prompt"], s["samples"], s["until"]) for s in built] == [

@@ -375,11 +375,12 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
     ),
 }
 
-# The entry plain `template` runs per task type, chosen by measurement. code: direct8-passes, the Pareto winner of
-# issue #34's run on the HumanEval (82) and MBPP (100) dev slices with the peers side by side
-# (docs/runs/full34-code): 80.5 / 68.0, pooled 73.6 against direct8-exec's 70.3 (6 won, 0 lost, McNemar p = 0.031)
-# and direct's 55.5, at 3.29x direct's tokens where direct8-exec paid 6.40x. direct8-exec had replaced direct and
-# sample8-exec before (docs/runs/full-code). math: direct-sc8 on the
+# The entry plain `template` runs per task type, chosen by measurement. code: direct8-redraw, the Pareto winner of
+# the run that judged it beside direct8-passes and direct8-exec on the HumanEval (82) and MBPP (100) dev slices
+# (docs/runs/full34-redraw): 75.6 / 72.0, pooled 73.6 at 2.96x direct's tokens, against direct8-passes' 74.2 at
+# 3.61x, direct8-exec's 72.5 at 6.50x and direct's 56.0. direct8-passes had been the winner of issue #34's run with
+# the peers side by side (docs/runs/full34-code: pooled 73.6 against direct8-exec's 70.3 at 3.29x); direct8-exec
+# had replaced direct and sample8-exec before (docs/runs/full-code). math: direct-sc8 on the
 # GSM8K dev slice (n=100): 38.0 vs direct 29.0, McNemar p = 0.035, 6.3x tokens (36.0 vs 29.0, 6.4x, in a second
 # run with broken samples dropped); direct-sc4+pot4 scored 39.0 at 8.0x, and within 1 point the cheaper entry wins
 # (docs/runs/full-math). Issue #34's run with the peers kept it as the Pareto winner, by less: 33.0 vs direct 31.0
@@ -387,7 +388,7 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
 # SQuAD-v2 (100 each): 18.7 / 33.6 vs direct 16.3 / 33.3 F1 at 2x tokens, 16.3 / 33.1 vs 16.2 / 32.3 in a second
 # run (docs/runs/full-qa). general keeps `classic` (no general benchmark here).
 DEFAULT_WORKFLOW: dict[str, str] = {
-    "code": "direct8-passes",
+    "code": "direct8-redraw",
     "math": "direct-sc8",
     "qa": "direct-sc5",
     "general": "classic",

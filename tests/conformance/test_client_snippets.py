@@ -175,4 +175,4 @@ def test_the_readme_client_snippets_connect_with_the_typescript_sdk(tmp_path: Pa
         assert result["connected"], result
         assert result["server"] == "flowsteer" and result["error"] is None, result
         assert set(result["tools"]) == expected_tools(config), (config["label"], result["tools"])
-        assert result["codeDefault"] == "direct8-passes"
+        assert result["codeDefault"] == "direct8-redraw"

@@ -126,7 +126,7 @@ async def test_a_named_template_runs_its_library_workflow_once_through_the_tools
 
 async def test_plain_template_runs_the_default_of_each_task_type() -> None:
     assert DEFAULT_WORKFLOW == {
-        "code": "direct8-passes",
+        "code": "direct8-redraw",
         "math": "direct-sc8",
         "qa": "direct-sc5",
         "general": "classic",
@@ -160,7 +160,7 @@ def test_the_listing_names_every_workflow_with_its_dsl_and_rationale() -> None:
     text = library_listing()
     for entry in ENTRIES:
         assert entry.dsl() in text and entry.rationale in text and entry.name in text
-    assert "code (template default: direct8-passes)" in text and "math (template default: direct-sc8)" in text
+    assert "code (template default: direct8-redraw)" in text and "math (template default: direct-sc8)" in text
 
 
 def test_flowsteer_solve_accepts_library_workflows_and_refuses_unknown_ones(

@@ -20,13 +20,13 @@ def test_the_table_counts_the_directors_workflows_per_source(tmp_path: Path) -> 
         _item("policy", "gsm8k", "math", "Custom{8} -> ScEnsemble"),
         _item("policy", "gsm8k", "math", "Custom{8} -> ScEnsemble"),
         _item("policy", "gsm8k", "math", ""),
-        _item("policy", "mbpp", "code", "Programmer{8|passes} -> ScEnsemble"),
-        _item("template", "mbpp", "code", "Programmer{8|passes} -> ScEnsemble"),  # another director: not counted
+        _item("policy", "mbpp", "code", "Programmer{8|redraw} -> ScEnsemble"),
+        _item("template", "mbpp", "code", "Programmer{8|redraw} -> ScEnsemble"),  # another director: not counted
     ]
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"items": items}))
     table = director_workflows.workflow_table([report], "policy", ["run"])
     assert "| run | gsm8k (n = 3) | `Custom{8} -> ScEnsemble` | 2 | yes (`direct-sc8`) |" in table
     assert "| run | gsm8k (n = 3) | `(none)` | 1 | no |" in table
-    assert "| run | mbpp (n = 1) | `Programmer{8\\|passes} -> ScEnsemble` | 1 | yes (`direct8-passes`) |" in table
+    assert "| run | mbpp (n = 1) | `Programmer{8\\|redraw} -> ScEnsemble` | 1 | yes (`direct8-redraw`) |" in table
     assert "template" not in table and table.count("\n") == 5

@@ -20,11 +20,11 @@ async def test_the_library_is_listed_per_task_type_with_its_measurements(tools: 
     by_type = {section["task_type"]: section for section in listing["task_types"]}
     assert set(by_type) == set(LIBRARY)
     code = by_type["code"]
-    assert code["default"] == DEFAULT_WORKFLOW["code"] == "direct8-passes"
+    assert code["default"] == DEFAULT_WORKFLOW["code"] == "direct8-redraw"
     entries = {entry["name"]: entry for entry in code["entries"]}
     assert set(entries) == set(LIBRARY["code"])
-    default = entries["direct8-passes"]
-    assert default["default"] is True and default["dsl"] == "Programmer{8|passes} -> ScEnsemble"
+    default = entries["direct8-redraw"]
+    assert default["default"] is True and default["dsl"] == "Programmer{8|redraw} -> ScEnsemble"
     full = [m for m in default["measurements"] if m["n"] >= 82]
     assert {m["dataset"] for m in full} == {"humaneval", "mbpp"}
     assert all(m["score"] > m["direct_score"] and m["tokens"] > m["direct_tokens"] for m in full)
@@ -41,7 +41,7 @@ async def test_create_workflow_starts_from_a_library_entry_by_name(tools: ToolCa
     created = await tools.ok(
         "create_workflow", task=ADD, task_type="code", entry_point="add", public_tests=TESTS, library_workflow="default"
     )
-    assert created["state"]["dsl"] == "Programmer{8|passes} -> ScEnsemble" and created["state"]["round"] == 0
+    assert created["state"]["dsl"] == "Programmer{8|redraw} -> ScEnsemble" and created["state"]["round"] == 0
     assert runner.calls == [], "created, not run"
     named = await tools.ok("create_workflow", task="What is 6 * 7?", task_type="math", library_workflow="pot4-vote")
     assert named["state"]["dsl"] == "Programmer{4} -> ScEnsemble"
@@ -87,6 +87,6 @@ async def test_solve_runs_as_a_background_job_like_any_long_call(tools: ToolCall
     assert job["workflow_id"] is None
     done: dict[str, Any] = await tools.ok("get_job", job_id=job["job_id"], wait_s=20)
     assert done["status"] == "completed", done
-    assert done["result"]["task_type"] == "code" and done["result"]["workflow"] == "direct8-passes"
+    assert done["result"]["task_type"] == "code" and done["result"]["workflow"] == "direct8-redraw"
     unknown = await tools.error("solve", task=ADD, task_type="code", workflow="no-such-workflow")
     assert "no workflow 'no-such-workflow' for task type 'code'" in unknown
