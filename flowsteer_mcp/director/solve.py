@@ -175,23 +175,17 @@ def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error("--policy-serve is only used with --director policy")
 
 
-def _executor_server(config: Path | None) -> str | None:
-    """The executor's one server, onto which `--policy-serve executor` loads the director (None: there is none,
-    and serving says what it needs)."""
-    from operators.backends.config import single_server_url
-
-    return single_server_url(config)
-
-
 def solve_main(argv: list[str], serve_director: DirectorServing | None = None) -> int:
     """`serve_director` serves the shipped director when `--director policy` comes without `--policy-url`."""
-    from operators.backends.config import ConfigError, load_executor_config
+    from operators.backends.config import ConfigError, single_server_url
 
     parser = _parser()
     args = parser.parse_args(argv)
     _check_arguments(parser, args)
     try:
-        load_executor_config(args.config)  # a bad config is refused before anything starts
+        # reading the executor's config refuses a bad one before anything starts; its one server (None: there
+        # is none, and serving says what it needs) is where `--policy-serve executor` loads the director
+        executor_server = single_server_url(args.config)
     except ConfigError as error:
         print(f"flowsteer solve: error: {error}", file=sys.stderr)
         return 2
@@ -213,7 +207,7 @@ def solve_main(argv: list[str], serve_director: DirectorServing | None = None) -
             f"policy: the shipped director {director.card.name!r} (LoRA on {director.card.base_model})", file=sys.stderr
         )
         mode: ServeMode = args.policy_serve or "auto"
-        executor_url = _executor_server(args.config) if mode == "executor" else None
+        executor_url = executor_server if mode == "executor" else None
         shipped = ShippedPlay(director, serve_director(director, mode, executor_url=executor_url))
     result = anyio.run(solve, args, shipped)
     print_episode(result)

@@ -306,9 +306,10 @@ class NodeCaller:
 
     def _remember(self, keys: Sequence[str], output: OperatorOutput, row: NodeTrace, first: dict[str, Any]) -> None:
         """Memoise a result under its own key, and under the equivalent keys when it was accepted at its first
-        reply (`_memo_keys`). A success always; under `charged` also a failure that is the executor's answer
-        (an unusable reply after its re-asks, a failed check), so the workflows compared are judged on the same
-        calls and it is made once. An outage (`unavailable`: backend down, per-call timeout) never is."""
+        reply (`_memo_keys`). A success always; under `charged` also a failure that is not an outage (an
+        unusable reply after its re-asks, a failed check, an operator error: the same call would fail the same
+        way), so the workflows compared are judged on the same calls and it is made once. An outage
+        (`unavailable`: backend down, per-call timeout) never is."""
         memoised = output.ok or (self._settings.memo_scope == "charged" and not output.unavailable)
         if not memoised or self._memo is None:
             return
