@@ -2,6 +2,7 @@
 
     R = base + S + 1[S >= release] * C  (+ penalty when the episode did not finish)
                                         (- operator_cost per operator beyond free_operators)
+                                        (- executor_token_cost per 1,000 executor tokens)
 
 S is a structural score in [0, cap] computed from the canvas graph statistics (the dict that the
 canvas's `GraphStats` serialises to), never from workflow text: the reference regex-matched its DSL
@@ -130,6 +131,13 @@ class RewardConfig(_StrictModel):
         "extra stage is free, and a policy can drift into padding the workflow until the round budget runs out.",
     )
     free_operators: int = Field(default=2, ge=0, description="Operators the operator cost does not count.")
+    executor_token_cost: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Subtracted per 1,000 executor tokens the episode was charged. With outcomes alone two "
+        "workflows that solve a problem earn the same whatever they spend; this term gives the tie to the cheaper "
+        "one, while a correct answer still outweighs 1/cost thousand tokens.",
+    )
     flowsteer_v4: FlowSteerV4Weights = Field(default_factory=FlowSteerV4Weights)
     milestones: MilestoneWeights = Field(default_factory=MilestoneWeights)
     weights: dict[str, Any] = Field(
@@ -208,6 +216,7 @@ class RewardBreakdown(BaseModel):
     base: float
     penalty: float  # signed amount added to R (<= 0) for not finishing
     operator_cost: float = 0.0  # signed amount added to R (<= 0) for the operators beyond the free ones
+    token_cost: float = 0.0  # signed amount added to R (<= 0) for the executor tokens spent
     total: float
 
     def flat(self, prefix: str = "reward") -> dict[str, float]:
@@ -221,6 +230,7 @@ class RewardBreakdown(BaseModel):
                 f"{prefix}/finished": float(self.finished),
                 f"{prefix}/penalty": self.penalty,
                 f"{prefix}/operator_cost": self.operator_cost,
+                f"{prefix}/token_cost": self.token_cost,
                 f"{prefix}/total": self.total,
             }
         )
@@ -269,14 +279,18 @@ def compute_reward(
     correctness: float,
     finished: bool,
     config: RewardConfig | None = None,
+    executor_tokens: int = 0,
 ) -> RewardBreakdown:
-    """Reward of one trajectory from its final graph statistics and the scorer's correctness C.
+    """Reward of one trajectory from its final graph statistics, the scorer's correctness C and the executor
+    tokens the episode was charged (read only when `executor_token_cost` is set).
 
-    Raises `ValueError` for malformed statistics or a correctness outside [0, 1].
+    Raises `ValueError` for malformed statistics, a correctness outside [0, 1] or negative tokens.
     """
     config = config or RewardConfig()
     if not (math.isfinite(correctness) and 0.0 <= correctness <= 1.0):
         raise ValueError(f"correctness must be a finite number in [0, 1], got {correctness!r}")
+    if executor_tokens < 0:
+        raise ValueError(f"executor_tokens must be >= 0, got {executor_tokens!r}")
     shape = workflow_shape(stats)
     terms = structure_terms(shape, config)
     uncapped = round(math.fsum(terms.values()), SCORE_DIGITS)
@@ -285,7 +299,8 @@ def compute_reward(
     penalty = -config.unfinished_penalty if (not finished and config.unfinished_penalty) else 0.0
     extra_operators = max(0, shape.total_operators - config.free_operators)
     operator_cost = -config.operator_cost * extra_operators if (config.operator_cost and extra_operators) else 0.0
-    total = config.base + structure + (correctness if released else 0.0) + penalty + operator_cost
+    token_cost = -config.executor_token_cost * executor_tokens / 1000 if config.executor_token_cost else 0.0
+    total = config.base + structure + (correctness if released else 0.0) + penalty + operator_cost + token_cost
     return RewardBreakdown(
         schedule=config.schedule,
         terms=terms,
@@ -297,5 +312,6 @@ def compute_reward(
         base=config.base,
         penalty=penalty,
         operator_cost=operator_cost,
+        token_cost=token_cost,
         total=total,
     )

@@ -427,6 +427,41 @@ def test_negative_operator_cost_is_rejected() -> None:
         RewardConfig(operator_cost=-0.1)
 
 
+# ---------------------------------------------------------------- executor token cost
+
+
+def test_token_cost_gives_a_tie_in_outcome_to_the_cheaper_workflow() -> None:
+    config = RewardConfig(release=0.0, executor_token_cost=0.02, flowsteer_v4=NO_STRUCTURE)
+    shape = stats_for(["Custom", "ScEnsemble"])
+    greedy = compute_reward(shape, correctness=1.0, finished=True, config=config, executor_tokens=400)
+    voted = compute_reward(shape, correctness=1.0, finished=True, config=config, executor_tokens=2600)
+    assert greedy.token_cost == pytest.approx(-0.008)
+    assert voted.token_cost == pytest.approx(-0.052)
+    assert greedy.total > voted.total
+    assert voted.flat()["reward/token_cost"] == pytest.approx(-0.052)
+
+
+def test_a_correct_answer_outweighs_the_tokens_it_cost() -> None:
+    config = RewardConfig(release=0.0, executor_token_cost=0.02, flowsteer_v4=NO_STRUCTURE)
+    shape = stats_for(["Programmer", "ScEnsemble"])
+    cheap_wrong = compute_reward(shape, correctness=0.0, finished=True, config=config, executor_tokens=200)
+    dear_right = compute_reward(shape, correctness=1.0, finished=True, config=config, executor_tokens=10_000)
+    assert dear_right.total > cheap_wrong.total
+
+
+def test_tokens_are_not_read_without_a_token_cost() -> None:
+    result = compute_reward(stats_for(["Custom"]), correctness=1.0, finished=True, executor_tokens=50_000)
+    assert result.token_cost == 0.0
+    assert result == compute_reward(stats_for(["Custom"]), correctness=1.0, finished=True)
+
+
+def test_negative_tokens_and_token_cost_are_rejected() -> None:
+    with pytest.raises(ValueError, match="executor_tokens"):
+        compute_reward(stats_for(["Custom"]), correctness=1.0, finished=True, executor_tokens=-1)
+    with pytest.raises(ValidationError, match="executor_token_cost"):
+        RewardConfig(executor_token_cost=-0.01)
+
+
 # ---------------------------------------------------------------- breakdown and input validation
 
 

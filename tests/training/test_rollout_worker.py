@@ -179,6 +179,18 @@ async def test_g_rollouts_form_one_group_with_grpo_advantages_and_exact_tokens()
     assert summary["batch/trajectories"] == 6 and summary["reward/total"] == pytest.approx(0.2 / 3)
 
 
+async def test_the_token_cost_charges_each_rollout_its_executor_tokens() -> None:
+    costed = RewardConfig(release=0.0, unfinished_penalty=0.5, executor_token_cost=0.5)
+    with OpenAIStub(responder=ScriptedVllmPolicy()) as stub:
+        batch = await collect(stub, [problem("p0")], group_size=2, reward_config=costed)
+    for episode in batch.episodes:
+        assert episode.metrics.executor_tokens > 0  # the scripted runner charges every node it runs
+        assert episode.reward.token_cost == pytest.approx(-0.5 * episode.metrics.executor_tokens / 1000)
+        assert episode.reward.total == pytest.approx(
+            episode.reward.base + episode.reward.structure + 1.0 + episode.reward.token_cost
+        )
+
+
 async def test_source_grouping_pools_problems_of_one_source() -> None:
     with OpenAIStub(responder=ScriptedVllmPolicy()) as stub:
         batch = await collect(

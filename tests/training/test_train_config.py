@@ -165,7 +165,7 @@ MINIMAL_FINGERPRINT_BEFORE_LATER_SETTINGS = "ac37cfa5bcc2f9a1"
 def test_settings_added_later_keep_older_fingerprints_at_their_defaults() -> None:
     assert parse_train_config(minimal()).fingerprint() == MINIMAL_FINGERPRINT_BEFORE_LATER_SETTINGS
     explicit_defaults = minimal()
-    explicit_defaults["reward"] = {"operator_cost": 0.0, "free_operators": 2}
+    explicit_defaults["reward"] = {"operator_cost": 0.0, "free_operators": 2, "executor_token_cost": 0.0}
     explicit_defaults["rollout"] = {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "std"}
     assert parse_train_config(explicit_defaults).fingerprint() == MINIMAL_FINGERPRINT_BEFORE_LATER_SETTINGS
 
@@ -176,6 +176,7 @@ def test_settings_added_later_keep_older_fingerprints_at_their_defaults() -> Non
         ("reward", {"operator_cost": 0.05}),
         ("reward", {"operator_cost": 0.05, "free_operators": 3}),
         ("rollout", {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "none"}),
+        ("reward", {"executor_token_cost": 0.02}),
     ],
 )
 def test_settings_added_later_shape_the_fingerprint_when_set(section: str, settings: dict[str, object]) -> None:

@@ -222,6 +222,7 @@ class _Trajectory:
             correctness=correctness,
             finished=episode.finished,
             config=reward_config,
+            executor_tokens=episode.tokens,
         )
         try:
             sequences = build_sequences(mode, episode.records, episode_id=self.episode_id, group_id=self.group_id)

@@ -364,7 +364,10 @@ async def run_trace(
         graded = await grade(score_fn, problem, episode.answer, workflow=workflow.name)
         correctness, method = (graded.result.score, graded.result.method) if graded.result else (0.0, "scoring_error")
     stats = episode.stats if episode is not None and episode.stats else EMPTY_STATS
-    reward = compute_reward(stats, correctness=correctness, finished=record.finished, config=reward_config)
+    tokens = episode.tokens if episode is not None else 0
+    reward = compute_reward(
+        stats, correctness=correctness, finished=record.finished, config=reward_config, executor_tokens=tokens
+    )
     return record.model_copy(
         update={
             "structure": reward.structure,

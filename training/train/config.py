@@ -365,6 +365,7 @@ _ADDED_LATER: tuple[tuple[tuple[str, str, Any], ...], ...] = (
         ("reward", "free_operators", RewardConfig.model_fields["free_operators"].default),
         ("rollout", "advantage_scale", RolloutSettings.model_fields["advantage_scale"].default),
     ),
+    (("reward", "executor_token_cost", RewardConfig.model_fields["executor_token_cost"].default),),
 )
 
 
