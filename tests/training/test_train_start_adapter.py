@@ -8,6 +8,7 @@ loads. The learner tests run on the tiny Qwen3 (real transformers + peft, a rand
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,30 @@ def test_a_checkpoint_resumes_its_own_weights_with_the_start_adapter_as_referenc
             resumed.logprobs(batch, with_entropy=False)[0], trained.logprobs(batch, with_entropy=False)[0], atol=1e-6
         )
         assert torch.allclose(resumed.reference_logprobs(batch), trained.reference_logprobs(batch), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_saving_an_adapter_asks_no_model_hub(model_dir: Path, start_adapter: Path, tmp_path: Path) -> None:
+    # A warm start records its base by name (e.g. "qwen2.5-coder-0.5b-instruct"), not by a local path; peft's
+    # default then looked the name up on the hub at every checkpoint to see whether the vocabulary had grown.
+    named = tmp_path / "named-start"
+    named.mkdir()
+    for file in start_adapter.iterdir():
+        (named / file.name).write_bytes(file.read_bytes())
+    config_file = named / "adapter_config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config_file.write_text(json.dumps({**config, "base_model_name_or_path": "a-model-by-name"}), encoding="utf-8")
+    policy = PolicyModel.load(model_dir, LORA, start_adapter=named)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        saved = policy.save_adapter(tmp_path / "checkpoint")
+    assert [str(w.message) for w in caught if "remote" in str(w.message) or "config file" in str(w.message)] == []
+    resumed = PolicyModel.load(model_dir, LORA, adapter_dir=saved, start_adapter=named)
+    batch = batch_of(resumed)
+    with torch.no_grad():
+        assert torch.allclose(
+            resumed.logprobs(batch, with_entropy=False)[0], policy.logprobs(batch, with_entropy=False)[0], atol=1e-6
+        )
 
 
 def config_with(start: Path, **policy: object) -> dict[str, object]:

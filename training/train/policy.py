@@ -224,12 +224,13 @@ class PolicyModel:
 
     def save_adapter(self, folder: Path) -> Path:
         """Write the adapter as peft `save_pretrained` does (what vLLM loads); returns the folder. A sharded
-        policy writes the weights its last `gather_trainable` collected."""
+        policy writes the weights its last `gather_trainable` collected.
+
+        `save_embedding_layers=False`: the vocabulary is never resized here, and peft's default ("auto") asks
+        the model hub for the base model's config to find out, a network lookup at every checkpoint."""
         folder.mkdir(parents=True, exist_ok=True)
-        if self.sharded:
-            self.model.save_pretrained(str(folder), state_dict=_fsdp_names(self._trainable_state()))
-        else:
-            self.model.save_pretrained(str(folder))
+        state = _fsdp_names(self._trainable_state()) if self.sharded else None
+        self.model.save_pretrained(str(folder), state_dict=state, save_embedding_layers=False)
         return folder
 
     def train(self) -> None:
