@@ -132,6 +132,11 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
         ),
         ("greedy", "one greedy program: the workflow floor, close to direct", [_op("Programmer", _CODE)]),
         (
+            "direct1",
+            "direct's own call as a one-node workflow: what a director builds where more draws would not pay",
+            [_op("Programmer", _DIRECT)],
+        ),
+        (
             "sample4-exec",
             "4 draws (first greedy), the sandbox picks by public tests and behaviour clusters",
             [_op("Programmer", _CODE, samples=4), _op("ScEnsemble", _CODE_PICK)],
@@ -257,6 +262,11 @@ LIBRARY: dict[str, dict[str, LibraryWorkflow]] = {
             ],
         ),
         ("greedy-cot", "one greedy chain of thought: the workflow floor", [_op("Custom", _COT)]),
+        (
+            "direct1",
+            "direct's own call as a one-node workflow: what a director builds where more draws would not pay",
+            [_op("Custom", _DIRECT)],
+        ),
         ("pot", "one executed program (program-of-thought): arithmetic by the sandbox", [_op("Programmer", _POT)]),
         (
             "pot4-vote",

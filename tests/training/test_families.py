@@ -23,6 +23,7 @@ RULES = CanvasRules(default_registry(), CanvasOptions())
 EXPECTED: dict[tuple[str, str], set[str]] = {
     ("code", "classic"): {"execution_selection", "revision", "structured", "instructed"},
     ("code", "greedy"): {"single_call", "instructed"},
+    ("code", "direct1"): {"single_call"},
     ("code", "sample4-exec"): EXEC_VOTE | {"instructed"},
     ("code", "sample8-exec"): EXEC_VOTE | {"instructed"},
     ("code", "direct4-exec"): EXEC_VOTE,
@@ -40,6 +41,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("code", "custom+programmer-exec"): EXEC_VOTE | {"structured", "instructed"},
     ("math", "classic"): {"vote", "program_of_thought", "revision", "structured", "long", "instructed"},
     ("math", "greedy-cot"): {"single_call", "instructed"},
+    ("math", "direct1"): {"single_call"},
     ("math", "pot"): {"single_call", "program_of_thought", "instructed"},
     ("math", "pot4-vote"): POT_VOTE | {"instructed"},
     ("math", "cot4-vote"): SAMPLED_VOTE | {"instructed"},
