@@ -154,6 +154,15 @@ class RewardConfig(_StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _spending_nothing_is_not_a_way_out(self) -> RewardConfig:
+        if self.executor_token_cost and not self.unfinished_penalty:
+            raise ValueError(
+                "executor_token_cost needs an unfinished_penalty (e.g. 0.2): without one, an episode that built "
+                "nothing and spent no tokens earns more than one whose workflow ran and answered wrongly"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _release_reachable(self) -> RewardConfig:
         if self.release > self.cap:
             raise ValueError(

@@ -431,7 +431,7 @@ def test_negative_operator_cost_is_rejected() -> None:
 
 
 def test_token_cost_gives_a_tie_in_outcome_to_the_cheaper_workflow() -> None:
-    config = RewardConfig(release=0.0, executor_token_cost=0.02, flowsteer_v4=NO_STRUCTURE)
+    config = RewardConfig(release=0.0, executor_token_cost=0.02, unfinished_penalty=0.2, flowsteer_v4=NO_STRUCTURE)
     shape = stats_for(["Custom", "ScEnsemble"])
     greedy = compute_reward(shape, correctness=1.0, finished=True, config=config, executor_tokens=400)
     voted = compute_reward(shape, correctness=1.0, finished=True, config=config, executor_tokens=2600)
@@ -442,11 +442,21 @@ def test_token_cost_gives_a_tie_in_outcome_to_the_cheaper_workflow() -> None:
 
 
 def test_a_correct_answer_outweighs_the_tokens_it_cost() -> None:
-    config = RewardConfig(release=0.0, executor_token_cost=0.02, flowsteer_v4=NO_STRUCTURE)
+    config = RewardConfig(release=0.0, executor_token_cost=0.02, unfinished_penalty=0.2, flowsteer_v4=NO_STRUCTURE)
     shape = stats_for(["Programmer", "ScEnsemble"])
     cheap_wrong = compute_reward(shape, correctness=0.0, finished=True, config=config, executor_tokens=200)
     dear_right = compute_reward(shape, correctness=1.0, finished=True, config=config, executor_tokens=10_000)
     assert dear_right.total > cheap_wrong.total
+
+
+def test_a_token_cost_without_an_unfinished_penalty_is_refused() -> None:
+    # R would rank an episode that built nothing (0 tokens, C = 0) above a workflow that ran and failed
+    with pytest.raises(ValidationError, match="unfinished_penalty"):
+        RewardConfig(executor_token_cost=0.02)
+    config = RewardConfig(release=0.0, executor_token_cost=0.02, unfinished_penalty=0.2, flowsteer_v4=NO_STRUCTURE)
+    nothing = compute_reward({"total_operators": 0, "unique_types": 0}, correctness=0.0, finished=False, config=config)
+    ran = compute_reward(stats_for(["Custom"]), correctness=0.0, finished=True, config=config, executor_tokens=3000)
+    assert ran.total > nothing.total
 
 
 def test_tokens_are_not_read_without_a_token_cost() -> None:
@@ -459,7 +469,7 @@ def test_negative_tokens_and_token_cost_are_rejected() -> None:
     with pytest.raises(ValueError, match="executor_tokens"):
         compute_reward(stats_for(["Custom"]), correctness=1.0, finished=True, executor_tokens=-1)
     with pytest.raises(ValidationError, match="executor_token_cost"):
-        RewardConfig(executor_token_cost=-0.01)
+        RewardConfig(executor_token_cost=-0.01, unfinished_penalty=0.2)
 
 
 # ---------------------------------------------------------------- breakdown and input validation

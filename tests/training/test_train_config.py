@@ -176,7 +176,7 @@ def test_settings_added_later_keep_older_fingerprints_at_their_defaults() -> Non
         ("reward", {"operator_cost": 0.05}),
         ("reward", {"operator_cost": 0.05, "free_operators": 3}),
         ("rollout", {"problems_per_step": 1, "rollouts_per_problem": 2, "advantage_scale": "none"}),
-        ("reward", {"executor_token_cost": 0.02}),
+        ("reward", {"executor_token_cost": 0.02, "unfinished_penalty": 0.2}),
     ],
 )
 def test_settings_added_later_shape_the_fingerprint_when_set(section: str, settings: dict[str, object]) -> None:
