@@ -110,7 +110,10 @@ def test_list_workflows_prints_the_library_without_other_arguments(capsys: pytes
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--director", "template:nope"], "unknown workflow 'nope'; the library has: classic, greedy, direct1, sample4-exec"),
+        (
+            ["--director", "template:nope"],
+            "unknown workflow 'nope'; the library has: classic, greedy, direct1, sample4-exec",
+        ),
         ([], "give at least one --director or --workflow"),
         (["--workflow", "a/w.json", "--workflow", "b/w.json"], "--workflow files named w given more than once"),
     ],
