@@ -92,8 +92,9 @@ def test_fingerprint_ignores_steps_logging_and_micro_batches_but_not_the_learnin
     base = parse_train_config(minimal())
     longer = parse_train_config({**minimal(), "run": {"steps": 9}, "logging": {"plots": False}})
     smaller_micro = parse_train_config({**minimal(), "optim": {"micro_batch_size": 1}})  # same gradient, less memory
+    unshared = parse_train_config({**minimal(), "optim": {"share_prefixes": False}})  # same gradient, more compute
     other_lr = parse_train_config({**minimal(), "optim": {"lr": 3e-4}})
-    assert base.fingerprint() == longer.fingerprint() == smaller_micro.fingerprint()
+    assert base.fingerprint() == longer.fingerprint() == smaller_micro.fingerprint() == unshared.fingerprint()
     assert base.fingerprint() != other_lr.fingerprint()
 
 

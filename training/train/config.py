@@ -257,6 +257,9 @@ class OptimSettings(_Strict):
     minibatches: int = Field(default=1, ge=1)  # optimizer updates per epoch
     micro_batch_size: int = Field(default=4, ge=1)  # sequences per forward/backward (gradient accumulation)
     logprob_chunk: int = Field(default=256, ge=1)
+    # a problem's sequences run their common prompt prefix once (training/train/shared_prefix.py): the same
+    # gradient, less compute; off only to measure it (benchmarks/shared_prefix.py)
+    share_prefixes: bool = True
 
 
 class LossSettings(_Strict):
@@ -328,7 +331,8 @@ class TrainConfig(_Strict):
         `--resume` refuses a checkpoint whose fingerprint differs: continuing with another learning rate or
         dataset would not be the same run. Extending `run.steps` is allowed, and so is another
         `optim.micro_batch_size`: the update's gradient does not depend on it (`training/train/update.py`), only
-        its peak memory does, so a run the kernel killed for memory can resume with smaller micro-batches.
+        its peak memory does, so a run the kernel killed for memory can resume with smaller micro-batches. The
+        same holds for `optim.share_prefixes`, which changes only how the gradient is computed.
         """
         # `sft` is its own run (`flowsteer train sft`): a CWRPO run starts from its output through `policy.model`.
         data = self.model_dump(
@@ -343,6 +347,7 @@ class TrainConfig(_Strict):
         )
         # Hashed as the default rather than left out, so runs checkpointed before this rule keep their fingerprint.
         data["optim"]["micro_batch_size"] = OptimSettings.model_fields["micro_batch_size"].default
+        del data["optim"]["share_prefixes"]
         if self.engine == EngineConfig():
             del data["engine"]  # runs from before the section existed had the default engine: same fingerprint
         if isinstance(self.executor, PolicyServerExecutor) and self.executor.send_seed:

@@ -29,6 +29,7 @@ from training.logprobs import token_entropy, token_logprobs
 from training.rollout.samples import TurnSample
 from training.train.batching import TokenBatch, collate
 from training.train.config import LoraSettings, TrainConfig
+from training.train.shared_prefix import SharedPrefix
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +62,9 @@ class PolicyModel:
         self.pad_id = pad_id
         self.chunk_size = chunk_size
         self.sharded = False  # FSDP over the ranks (`distributed.fully_shard_policy`)
+        # a prefix's keys and values can be reused (`shared_prefix`); not under gradient checkpointing, which
+        # turns the cache off in training mode
+        self.can_share_prefixes = not getattr(model, "is_gradient_checkpointing", False)
         # the start adapter's weights (peft's saved names) when the KL reference is it rather than the base model
         self.reference_adapter: dict[str, Tensor] | None = None
         # a sharded policy's trainable weights, whole, as of the last `gather_trainable` (every rank calls it)
@@ -152,36 +156,57 @@ class PolicyModel:
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def _tail_logits(self, batch: TokenBatch) -> Tensor:
+    def _tail_logits(self, batch: TokenBatch, prefix: SharedPrefix | None) -> Tensor:
         out = self.model(
             input_ids=batch.input_ids,
             attention_mask=batch.attention_mask,
             position_ids=batch.position_ids,
+            past_key_values=prefix.cache(batch.input_ids.shape[0]) if prefix is not None else None,
             logits_to_keep=batch.tail + 1,
-            use_cache=False,
+            use_cache=prefix is not None,
         )
         return out.logits[:, :-1, :]  # row j scores target token j of the tail
 
-    def logprobs(self, batch: TokenBatch, *, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-        """Current-policy log-probs [B, tail] of the tail tokens (with grad), and their entropies if asked.
+    def logprobs(
+        self, batch: TokenBatch, *, with_entropy: bool, prefix: SharedPrefix | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """Current-policy log-probs [B, tail] of the tail tokens (with grad), and their entropies if asked; with
+        `prefix` (from `prefix`), `batch` holds the suffixes that follow it (`SharedPrefix.batch`).
 
         Both the importance ratio and the gradient come from this one forward, so it runs without dropout
         (see the module docstring): two calls on the same batch give the same values, in training mode too."""
-        logits = self._tail_logits(batch)
+        logits = self._tail_logits(batch, prefix)
         logp = token_logprobs(logits, batch.target_ids, self.chunk_size)
         entropy = token_entropy(logits, self.chunk_size) if with_entropy else None
         return logp, entropy
 
+    def prefix(self, prefix_ids: Sequence[int]) -> SharedPrefix:
+        """The current policy's keys and values for `prefix_ids`, with grad: call its `backward` after the
+        suffixes' backwards."""
+        return SharedPrefix.run(self.model, prefix_ids, self.device)
+
     @torch.no_grad()
-    def reference_logprobs(self, batch: TokenBatch) -> Tensor:
-        """Log-probs under the reference policy, no grad: the base model (adapter disabled), or the start adapter."""
+    def reference_logprobs(self, batch: TokenBatch, prefix: SharedPrefix | None = None) -> Tensor:
+        """Log-probs under the reference policy, no grad: the base model (adapter disabled), or the start adapter;
+        `prefix` must come from `reference_prefix`."""
+        with self._reference_weights():
+            logits = self._tail_logits(batch, prefix)
+        return token_logprobs(logits, batch.target_ids, self.chunk_size)
+
+    @torch.no_grad()
+    def reference_prefix(self, prefix_ids: Sequence[int]) -> SharedPrefix:
+        """The reference policy's keys and values for `prefix_ids`, for `reference_logprobs`."""
+        with self._reference_weights():
+            return SharedPrefix.run(self.model, prefix_ids, self.device)
+
+    @contextmanager
+    def _reference_weights(self) -> Iterator[None]:
         if self.reference_adapter is None:
             with self.model.disable_adapter():
-                logits = self._tail_logits(batch)
+                yield
         else:
             with self._start_adapter_swapped_in():
-                logits = self._tail_logits(batch)
-        return token_logprobs(logits, batch.target_ids, self.chunk_size)
+                yield
 
     @contextmanager
     def _start_adapter_swapped_in(self) -> Iterator[None]:

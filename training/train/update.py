@@ -34,6 +34,7 @@ from training.train.distributed import (
     to_float,
 )
 from training.train.policy import PolicyModel
+from training.train.shared_prefix import PrefixGroup, group_by_prefix
 
 _WEIGHTED = ("loss", "surrogate", "kl", "entropy", "ratio_mean", "clip_fraction", "approx_kl_behaviour")
 
@@ -45,20 +46,29 @@ def _reference_tails(
     size: int,
     needed: Sequence[int] | None = None,
     at_least: int = 0,
+    share_prefixes: bool = False,
 ) -> list[Tensor]:
-    """Per sequence, the base model's log-probs of its completion tokens (tail-aligned, no grad); only for the
-    `needed` indices when given (the others are left empty). `at_least` forwards are run, the extra ones on the
-    first sequence and discarded (FSDP: every rank gathers the parameters as often as the others)."""
+    """Per sequence, the reference policy's log-probs of its completion tokens (tail-aligned, no grad); only for
+    the `needed` indices when given (the others are left empty). `at_least` forwards are run, the extra ones on
+    the first sequence and discarded (FSDP: every rank gathers the parameters as often as the others)."""
     tails: list[Tensor | None] = [None] * len(sequences)
-    chunks = micro_batches(range(len(sequences)) if needed is None else needed, lengths, size)
-    for _ in range(at_least - len(chunks)):
+    indices = list(range(len(sequences)) if needed is None else needed)
+    groups = group_by_prefix(sequences, indices) if share_prefixes else [PrefixGroup(0, indices)]
+    chunks = 0
+    for group in groups:
+        prefix = (
+            policy.reference_prefix(sequences[group.members[0]][0].prompt_ids[: group.length]) if group.length else None
+        )
+        for chunk in micro_batches(group.members, [n - group.length for n in lengths], size):
+            samples = [sequences[i] for i in chunk]
+            batch = prefix.batch(samples, policy.pad_id) if prefix else policy.batch(samples)
+            reference = policy.reference_logprobs(batch.to(policy.device), prefix)
+            chunks += 1
+            for row, index in enumerate(chunk):
+                n = len(sequences[index][0].completion_ids)
+                tails[index] = reference[row, batch.tail - n :].clone()
+    for _ in range(at_least - chunks):
         policy.reference_logprobs(policy.batch([sequences[0]]))
-    for chunk in chunks:
-        batch = policy.batch([sequences[i] for i in chunk])
-        reference = policy.reference_logprobs(batch)
-        for row, index in enumerate(chunk):
-            n = len(sequences[index][0].completion_ids)
-            tails[index] = reference[row, batch.tail - n :].clone()
     return [t if t is not None else torch.zeros(0, device=policy.device) for t in tails]
 
 
@@ -92,6 +102,7 @@ class _Plan:
     minibatches: list[list[list[int]]]
     shards: list[list[list[int]]]
     sharded: bool  # FSDP over several ranks: every rank runs as many forwards and backwards as the others
+    share_prefixes: bool  # a group's common prompt prefix runs once (`shared_prefix`)
 
     @classmethod
     def draw(
@@ -105,13 +116,19 @@ class _Plan:
         tokens = [s.n_policy_tokens for s, _ in sequences]
         plan = [split_minibatches(len(sequences), optim.minibatches, generator) for _ in range(optim.ppo_epochs)]
         shards = [[shard_by_tokens(mb, tokens, topology.world)[topology.rank] for mb in epoch] for epoch in plan]
+        sharded = policy.sharded and topology.distributed
         return cls(
             lengths=[len(s.prompt_ids) + len(s.completion_ids) for s, _ in sequences],
             tokens=tokens,
             minibatches=plan,
             shards=shards,
-            sharded=policy.sharded and topology.distributed,
+            sharded=sharded,
+            # FSDP's ranks must run equal numbers of forwards, which the plain micro-batches guarantee
+            share_prefixes=optim.share_prefixes and policy.can_share_prefixes and not sharded,
         )
+
+    def groups(self, sequences: Sequence[tuple[TurnSample, float]], indices: list[int]) -> list[PrefixGroup]:
+        return group_by_prefix(sequences, indices) if self.share_prefixes else [PrefixGroup(0, indices)]
 
     @property
     def needed(self) -> list[int]:
@@ -151,7 +168,13 @@ def policy_update(
     if loss_settings.kl_beta > 0:
         at_least = _most_chunks(plan.minibatches, plan.tokens, plan.lengths, optim.micro_batch_size, topology.world)
         references = _reference_tails(
-            policy, sequences, plan.lengths, optim.micro_batch_size, plan.needed, at_least if plan.sharded else 0
+            policy,
+            sequences,
+            plan.lengths,
+            optim.micro_batch_size,
+            plan.needed,
+            at_least if plan.sharded else 0,
+            plan.share_prefixes,
         )
     policy.train()
     totals = _Totals()
@@ -188,43 +211,47 @@ def _minibatch_update(
         return
     optimizer.zero_grad(set_to_none=True)
     update: dict[str, float] = {}
-    micros = micro_batches(shard, plan.lengths, optim.micro_batch_size)
+    with_entropy = loss_settings.entropy_coef > 0
     if plan.sharded:  # zero-weight micro-batches so every rank runs the same number of forwards/backwards
+        micros = micro_batches(shard, plan.lengths, optim.micro_batch_size)
         most = max(
             len(micro_batches(other, plan.lengths, optim.micro_batch_size))
             for other in shard_by_tokens(minibatch, plan.tokens, topology.world)
         )
-        micros += [[]] * (most - len(micros))
-    with_entropy = loss_settings.entropy_coef > 0
-    for micro in micros:
-        if not micro:
+        for _ in range(most - len(micros)):
             batch = policy.batch([sequences[minibatch[0]]])
             logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
             (logp.sum() * 0.0 + (entropy.sum() * 0.0 if entropy is not None else 0.0)).backward()
-            continue
-        batch = policy.batch([sequences[i] for i in micro])
-        logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
-        reference = _stack_tails([references[i] for i in micro], batch.tail, policy.device) if references else None
-        loss, metrics = cwrpo_loss(
-            logp,
-            batch.behaviour_logprobs,
-            reference,
-            batch.advantages,
-            batch.target_mask,
-            clip_eps=loss_settings.clip_eps,
-            kl_beta=loss_settings.kl_beta,
-            entropy_coef=loss_settings.entropy_coef,
-            entropy=entropy,
-            normalisation=loss_settings.normalisation,
-        )
-        if loss_settings.normalisation == "token":
-            weight = metrics.n_tokens / tokens_total
-        else:
-            weight = metrics.n_sequences / sequences_total
-        # FSDP reduce-scatters the mean of the ranks' gradients: scaled by the ranks, it is their sum.
-        (loss * (weight * topology.world if plan.sharded else weight)).backward()
-        _accumulate(update, metrics, weight)
-        totals.ratio_max = max(totals.ratio_max, metrics.ratio_max)
+    for group in plan.groups(sequences, shard):
+        prefix = policy.prefix(sequences[group.members[0]][0].prompt_ids[: group.length]) if group.length else None
+        suffix_lengths = [n - group.length for n in plan.lengths]
+        for micro in micro_batches(group.members, suffix_lengths, optim.micro_batch_size):
+            samples = [sequences[i] for i in micro]
+            batch = (prefix.batch(samples, policy.pad_id) if prefix else policy.batch(samples)).to(policy.device)
+            logp, entropy = policy.logprobs(batch, with_entropy=with_entropy, prefix=prefix)
+            reference = _stack_tails([references[i] for i in micro], batch.tail, policy.device) if references else None
+            loss, metrics = cwrpo_loss(
+                logp,
+                batch.behaviour_logprobs,
+                reference,
+                batch.advantages,
+                batch.target_mask,
+                clip_eps=loss_settings.clip_eps,
+                kl_beta=loss_settings.kl_beta,
+                entropy_coef=loss_settings.entropy_coef,
+                entropy=entropy,
+                normalisation=loss_settings.normalisation,
+            )
+            if loss_settings.normalisation == "token":
+                weight = metrics.n_tokens / tokens_total
+            else:
+                weight = metrics.n_sequences / sequences_total
+            # FSDP reduce-scatters the mean of the ranks' gradients: scaled by the ranks, it is their sum.
+            (loss * (weight * topology.world if plan.sharded else weight)).backward()
+            _accumulate(update, metrics, weight)
+            totals.ratio_max = max(totals.ratio_max, metrics.ratio_max)
+        if prefix is not None:
+            prefix.backward()
     params = policy.trainable_parameters()
     if topology.distributed:
         if not plan.sharded:
