@@ -150,6 +150,12 @@ def _train_sft(argv: list[str]) -> int:
     parser.add_argument("--config", required=True, help="training config (YAML) with an sft: section")
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in sft.out_dir")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="read the config and transcripts, print each family's episodes, turns and mix share, and exit "
+        "(non-zero when the mix names a family no transcript has)",
+    )
     parser.add_argument("--log-level", default=os.environ.get("FLOWSTEER_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
@@ -159,6 +165,8 @@ def _train_sft(argv: list[str]) -> int:
     from training.sft.trainer import SftRun
     from training.train.config import load_train_config
 
+    if args.check:
+        return _check_sft(args.config, args.overrides)
     try:
         summary = SftRun(load_train_config(args.config, args.overrides), resume=args.resume).run()
     except (TrainingError, ModelPrepareError, UnknownModelError, ValueError) as error:
@@ -170,6 +178,23 @@ def _train_sft(argv: list[str]) -> int:
         f"{summary.same_action_share}; adapter: {summary.adapter}"
         + (f", merged model: {summary.merged}" if summary.merged else "")
     )
+    return 0
+
+
+def _check_sft(config_path: str, overrides: list[str]) -> int:
+    from training.errors import TrainingError
+    from training.sft.check import sft_plan
+    from training.train.config import load_train_config
+
+    try:
+        plan = sft_plan(load_train_config(config_path, overrides))
+    except (TrainingError, ValueError, OSError) as error:
+        print(f"flowsteer train sft: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    print(plan.render())
+    if plan.absent:
+        print("flowsteer train sft: error: fix sft.mix's family names (task type/workflow)", file=sys.stderr)
+        return USAGE_ERROR
     return 0
 
 

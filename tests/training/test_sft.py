@@ -262,6 +262,40 @@ def test_train_sft_without_an_sft_section_is_a_usage_error(tmp_path: Path, capsy
     assert "no `sft:` section" in capsys.readouterr().err
 
 
+def test_a_mix_naming_a_family_no_transcript_has_is_refused() -> None:
+    with pytest.raises(TranscriptError, match=r"sft\.mix names smal, which no transcript has.*big, small"):
+        episode_weights(["big", "small"], {"big": 1.0, "smal": 1.0})
+
+
+def sft_config(tmp_path: Path, mix: str) -> Path:
+    rows = [transcript("code-test", f"p{i}") for i in range(3)] + [transcript("ensemble", "q")]
+    data = write_transcripts(tmp_path / "t.jsonl", rows)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "run: {steps: 1}\npolicy: {model: smollm2-135m-instruct}\nexecutor: {backend: scripted, replies: [x]}\n"
+        f"data: {{paths: [x.jsonl]}}\nrollout: {{problems_per_step: 1, rollouts_per_problem: 2}}\n"
+        f"sft: {{data: [{data}], mix: {mix}, out_dir: {tmp_path / 'out'}}}\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_train_sft_check_prints_each_familys_share_and_trains_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["train", "sft", "--check", "--config", str(sft_config(tmp_path, "{code-test: 3, ensemble: 1}"))]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows == {"code-test": ["3", "9", "0.750"], "ensemble": ["1", "3", "0.250"]}
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_sft_check_names_a_misspelt_family_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "sft", "--check", "--config", str(sft_config(tmp_path, "{code-test: 3, ensembel: 1}"))]) == 2
+    captured = capsys.readouterr()
+    assert "the mix names 'ensembel', which no transcript has" in captured.out
+    assert "code-test" in captured.out and "fix sft.mix" in captured.err
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_torch_thread")
 def test_a_tiny_sft_run_on_smollm2_lowers_the_loss_and_writes_a_loadable_adapter(tmp_path: Path) -> None:

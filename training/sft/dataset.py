@@ -213,7 +213,10 @@ def episode_weights(families: Sequence[str], mix: Mix) -> list[float]:
     assert not isinstance(mix, str)
     missing = sorted(set(mix) - set(counts))
     if missing:
-        log.warning("sft.mix_family_absent", families=missing)
+        raise TranscriptError(
+            f"sft.mix names {', '.join(missing)}, which no transcript has; the transcripts' families are "
+            f"{', '.join(sorted(counts))} (`flowsteer train sft --check` lists them)"
+        )
     return [mix.get(family, 0.0) / counts[family] for family in families]
 
 
