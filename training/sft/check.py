@@ -48,9 +48,9 @@ def sft_plan(config: TrainConfig) -> SftPlan:
     weights = episode_weights(families, present)
     total = sum(weights) or 1.0
     turns: Counter[str] = Counter()
-    share: Counter[str] = Counter()
+    share: dict[str, float] = {}
     for transcript, weight in zip(transcripts, weights, strict=True):
         turns[transcript.family] += len(transcript.turns)
-        share[transcript.family] += weight / total
+        share[transcript.family] = share.get(transcript.family, 0.0) + weight / total
     rows = [FamilyPlan(f, episodes[f], turns[f], share[f]) for f in sorted(episodes)]
     return SftPlan(rows, absent)
