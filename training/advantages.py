@@ -18,6 +18,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 AdvantageScale = Literal["std", "none"]
+# How a turn the canvas refused shares its trajectory's advantage (docs/design/training.md, "Groups").
+RefusedTurns = Literal["share", "never_reinforce"]
+
+
+def turn_advantage(advantage: float, *, refused: bool, rule: RefusedTurns) -> float:
+    """The advantage one turn trains with. A refused action changed nothing on the canvas, so a trajectory's good
+    outcome is not its doing and `never_reinforce` gives it at most 0; a bad outcome may be (it spent a round of
+    the budget), so a negative advantage stays."""
+    return min(advantage, 0.0) if refused and rule == "never_reinforce" else advantage
+
 
 # Rewards closer than this are treated as equal: such a spread is float noise, not signal, and dividing it
 # by a tiny std would blow it up to |A| ~ 1 (the reference's std floor of 0.01 does exactly that).

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from training.advantages import group_advantages
+from training.advantages import group_advantages, turn_advantage
 
 
 def test_single_group_matches_hand_computation() -> None:
@@ -102,3 +102,10 @@ def test_source_grouping_is_just_other_group_ids() -> None:
 def test_bad_input_is_rejected(rewards: list[float], groups: list[str], kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         group_advantages(rewards, groups, **kwargs)
+
+
+def test_a_refused_turn_keeps_a_negative_advantage_and_loses_a_positive_one() -> None:
+    assert turn_advantage(0.7, refused=True, rule="never_reinforce") == 0.0
+    assert turn_advantage(-0.4, refused=True, rule="never_reinforce") == -0.4
+    assert turn_advantage(0.7, refused=False, rule="never_reinforce") == 0.7
+    assert turn_advantage(0.7, refused=True, rule="share") == 0.7

@@ -16,7 +16,9 @@ from training.rollout.modes import (
 from training.rollout.samples import MissingTokenIds, TokenCountMismatch, TurnSample
 
 
-def record(prompt: list[int] | None, completion: list[int] | None, logprobs: list[float] | None) -> TurnRecord:
+def record(
+    prompt: list[int] | None, completion: list[int] | None, logprobs: list[float] | None, *, ok: bool = True
+) -> TurnRecord:
     return TurnRecord(
         round=1,
         kind="action",
@@ -26,6 +28,7 @@ def record(prompt: list[int] | None, completion: list[int] | None, logprobs: lis
         prompt_token_ids=prompt,
         completion_token_ids=completion,
         completion_logprobs=logprobs,
+        ok=ok,
     )
 
 
@@ -38,6 +41,11 @@ def test_markovian_pairs_carry_the_returned_tokens_and_mask_only_the_completion(
     assert (second.turn_index, second.prompt_ids, second.completion_ids) == (1, [4, 5], [12])
     assert second.mask == [0, 0, 1] and second.behaviour_logprobs == [-0.3]
     assert first.episode_id == "e" and first.group_id == "g"
+
+
+def test_markovian_pairs_say_which_turns_the_canvas_refused() -> None:
+    turns = [record([1], [10], [-0.1]), record([2], [11], [-0.2], ok=False), record([3], [12], [-0.3])]
+    assert [s.refused for s in markovian_sequences(turns, episode_id="e", group_id="g")] == [False, True, False]
 
 
 def test_history_sequence_masks_canvas_tokens_between_completions() -> None:

@@ -141,6 +141,33 @@ async def collect(
     )
 
 
+class RefusedFirstPolicy(ScriptedVllmPolicy):
+    """The script above, but an odd seed first asks to delete a node of the empty canvas, which the canvas refuses."""
+
+    @staticmethod
+    def _script(messages: list[dict[str, Any]], user: str, seed: int) -> str:
+        if seed % 2 == 1 and "DSL: (empty)" in user and "[Status]: Failed" not in user:
+            return "<action>delete</action><target>node_9</target>"
+        return ScriptedVllmPolicy._script(messages, user, seed)
+
+
+async def test_a_refused_turn_is_never_reinforced_when_asked() -> None:
+    policy = RefusedFirstPolicy()
+    with OpenAIStub(responder=policy) as stub:
+        batch = await collect(stub, [problem("p0")], group_size=2, advantage_scale="none")
+    good = batch.episodes[1]  # odd seed: refused delete, then Custom, Format (S = 0.2 above the even seed's)
+    assert good.advantage is not None and good.advantage > 0
+    assert [s.refused for s in good.sequences] == [True] + [False] * (len(good.sequences) - 1)
+    assert good.metrics.valid_action_share < 1.0
+    shared = {(s.episode_id, s.turn_index): a for s, a in batch.training_sequences()}
+    never = {(s.episode_id, s.turn_index): a for s, a in batch.training_sequences("never_reinforce")}
+    assert shared[(good.episode_id, 0)] == never[(good.episode_id, 1)] == good.advantage
+    assert never[(good.episode_id, 0)] == 0.0  # the refused delete did nothing for the outcome
+    assert {k: v for k, v in never.items() if k != (good.episode_id, 0)} == {
+        k: v for k, v in shared.items() if k != (good.episode_id, 0)
+    }
+
+
 async def test_unscaled_advantages_stay_on_the_reward_scale() -> None:
     policy = ScriptedVllmPolicy()
     with OpenAIStub(responder=policy) as stub:

@@ -193,3 +193,12 @@ def test_a_group_of_later_settings_is_hashed_whole_once_one_of_it_is_set() -> No
     costed_more_free = {**minimal(), "reward": {"operator_cost": 0.05, "free_operators": 3}}
     fingerprints = [parse_train_config(data).fingerprint() for data in (costed, costed_explicit, costed_more_free)]
     assert fingerprints[0] == fingerprints[1] != fingerprints[2]
+
+
+def test_refused_turns_need_markovian_sequences_and_change_the_fingerprint_only_when_set() -> None:
+    rollout = {"problems_per_step": 1, "rollouts_per_problem": 2}
+    never = parse_train_config({**minimal(), "rollout": {**rollout, "refused_turns": "never_reinforce"}})
+    shared = parse_train_config({**minimal(), "rollout": {**rollout, "refused_turns": "share"}})
+    assert shared.fingerprint() == parse_train_config(minimal()).fingerprint() != never.fingerprint()
+    with pytest.raises(TrainConfigError, match="refused_turns 'never_reinforce' needs mode 'markovian'"):
+        parse_train_config({**minimal(), "rollout": {**rollout, "refused_turns": "never_reinforce", "mode": "history"}})

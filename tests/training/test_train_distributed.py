@@ -244,7 +244,7 @@ def _fsdp_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> 
 class _BatchOf:
     """What `Trainer._learn` reads of a rollout batch."""
 
-    def training_sequences(self) -> list[tuple[TurnSample, float]]:
+    def training_sequences(self, refused_turns: str = "share") -> list[tuple[TurnSample, float]]:
         return _sequences()
 
 

@@ -72,6 +72,7 @@ def markovian_sequences(records: Sequence[TurnRecord], *, episode_id: str, group
                 completion_ids=completion,
                 completion_mask=[1] * len(completion),
                 behaviour_logprobs=logprobs,
+                refused=not record.ok,
             )
         )
     return sequences

@@ -61,6 +61,7 @@ class TurnSample(BaseModel):
     completion_ids: list[int]
     completion_mask: list[int]  # aligned with completion_ids: 1 on policy-sampled tokens, 0 on canvas tokens
     behaviour_logprobs: list[float]  # aligned with completion_ids; 0.0 where the mask is 0
+    refused: bool = False  # markovian: the canvas refused this turn's action (it changed nothing)
 
     @model_validator(mode="after")
     def _aligned(self) -> TurnSample:

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from flowsteer_mcp.director.episode import Director, EpisodeResult
 from operators.backends.replicas import NoReplicaLeftError
 from operators.backends.replicas import ReplicaPool as CorePool
-from training.advantages import AdvantageScale, AdvantageStats, group_advantages
+from training.advantages import AdvantageScale, AdvantageStats, RefusedTurns, group_advantages, turn_advantage
 from training.data import Problem
 from training.episodes import MakeClient, ScoreFn, grade, run_director
 from training.evaluate.clients import CANVAS_EPISODE
@@ -76,9 +76,14 @@ class RolloutBatch(BaseModel):
     def n_prefix_mismatch(self) -> int:
         return sum(e.metrics.dropped == "prefix_mismatch" for e in self.episodes)
 
-    def training_sequences(self) -> list[tuple[TurnSample, float]]:
-        """Every trainable sequence with its episode's advantage."""
-        return [(s, e.advantage) for e in self.episodes if e.trainable and e.advantage is not None for s in e.sequences]
+    def training_sequences(self, refused_turns: RefusedTurns = "share") -> list[tuple[TurnSample, float]]:
+        """Every trainable sequence with its episode's advantage, as `refused_turns` lets a refused turn share it."""
+        return [
+            (s, turn_advantage(e.advantage, refused=s.refused, rule=refused_turns))
+            for e in self.episodes
+            if e.trainable and e.advantage is not None
+            for s in e.sequences
+        ]
 
     def summary(self) -> dict[str, float]:
         """Batch means of the per-trajectory metrics and reward components, plus the batch counters."""

@@ -27,7 +27,7 @@ from pydantic import (
 
 from flowsteer_mcp.api import WorkflowOptionsInput
 from operators.backends.config import BackendModelConfig, EngineConfig, ModelConfig, SamplingConfig
-from training.advantages import AdvantageScale
+from training.advantages import AdvantageScale, RefusedTurns
 from training.errors import TrainingError
 from training.loss import Normalisation
 from training.reward import RewardConfig
@@ -227,6 +227,10 @@ class RolloutSettings(_Strict):
     # shaping term (reward.operator_cost) stays small in a group whose outcomes are all equal instead of being
     # rescaled to |A| ~ 1 (docs/design/training.md, "Groups").
     advantage_scale: AdvantageScale = "std"
+    # "share": every turn trains with its trajectory's advantage (GRPO). "never_reinforce": a turn the canvas
+    # refused trains with min(A, 0), since a refused action changed nothing; markovian mode only, where each turn
+    # is its own sequence (docs/design/training.md, "Groups").
+    refused_turns: RefusedTurns = "share"
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     canvas: WorkflowOptionsInput = Field(default_factory=WorkflowOptionsInput)  # create_workflow's options
     system_template: str | None = None  # observation template file for the in-process server (default: built-in)
@@ -242,6 +246,11 @@ class RolloutSettings(_Strict):
             )
         if self.system_template and not Path(self.system_template).is_file():
             raise ValueError(f"system_template {self.system_template!r} is not a file (paths are relative to the cwd)")
+        if self.refused_turns != "share" and self.mode != "markovian":
+            raise ValueError(
+                f"refused_turns {self.refused_turns!r} needs mode 'markovian': in {self.mode!r} mode one sequence "
+                "holds every turn of an episode, so a refused turn cannot train with its own advantage"
+            )
         return self
 
 
@@ -371,6 +380,7 @@ _ADDED_LATER: tuple[tuple[tuple[str, str, Any], ...], ...] = (
         ("rollout", "advantage_scale", RolloutSettings.model_fields["advantage_scale"].default),
     ),
     (("reward", "executor_token_cost", RewardConfig.model_fields["executor_token_cost"].default),),
+    (("rollout", "refused_turns", RolloutSettings.model_fields["refused_turns"].default),),
 )
 
 

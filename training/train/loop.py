@@ -454,7 +454,7 @@ class Trainer:
     async def _learn(self, run: TrainingRun, batch: RolloutBatch, step: int) -> dict[str, float]:
         """Phase 2: the policy update on the batch's tokens (in a thread: the event loop keeps serving), then one
         step of the learning-rate schedule; returns the update's metrics and the rate it used."""
-        sequences = batch.training_sequences()
+        sequences = batch.training_sequences(self.config.rollout.refused_turns)
         if self.config.logging.sequences:
             write_sequences(self.out_dir, step, sequences)
         broadcast_object(sequences, self.topology)  # the other ranks' share of the update (none in one process)
