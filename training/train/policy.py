@@ -149,9 +149,10 @@ class PolicyModel:
             policy.reference_adapter = load_peft_weights(str(start_adapter), device=str(device))
         return policy
 
-    def batch(self, samples: Sequence[tuple[TurnSample, float]]) -> TokenBatch:
-        """The samples left-padded into one batch on the model's device."""
-        return collate(samples, self.pad_id).to(self.device)
+    def batch(self, samples: Sequence[tuple[TurnSample, float]], prefix: SharedPrefix | None = None) -> TokenBatch:
+        """The samples left-padded into one batch on the model's device; with `prefix`, their suffixes after it."""
+        batch = prefix.batch(samples, self.pad_id) if prefix is not None else collate(samples, self.pad_id)
+        return batch.to(self.device)
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

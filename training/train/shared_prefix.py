@@ -33,6 +33,9 @@ class PrefixGroup:
     length: int
     members: list[int]
 
+    def prefix_ids(self, sequences: Sequence[tuple[TurnSample, float]]) -> list[int]:
+        return sequences[self.members[0]][0].prompt_ids[: self.length]
+
 
 def _common_length(first: Sequence[int], second: Sequence[int]) -> int:
     n = min(len(first), len(second))
@@ -43,11 +46,18 @@ def _common_length(first: Sequence[int], second: Sequence[int]) -> int:
 
 
 def group_by_prefix(
-    sequences: Sequence[tuple[TurnSample, float]], indices: Sequence[int], min_length: int = MIN_SHARED_TOKENS
+    sequences: Sequence[tuple[TurnSample, float]],
+    indices: Sequence[int],
+    min_length: int = MIN_SHARED_TOKENS,
+    *,
+    share: bool = True,
 ) -> list[PrefixGroup]:
     """`indices` grouped by their sequences' `group_id` (a problem's rollouts), each group with its prompts' common
     prefix. The prefix always leaves at least one prompt token to each sequence: that token's logits score the
-    first completion token. Groups of one, or whose prefix is shorter than `min_length`, share nothing."""
+    first completion token. Groups of one, or whose prefix is shorter than `min_length`, share nothing; without
+    `share`, all `indices` form one group that shares nothing."""
+    if not share:
+        return [PrefixGroup(0, list(indices))]
     by_group: dict[str, list[int]] = {}
     for index in indices:
         by_group.setdefault(sequences[index][0].group_id, []).append(index)

@@ -42,27 +42,21 @@ _WEIGHTED = ("loss", "surrogate", "kl", "entropy", "ratio_mean", "clip_fraction"
 def _reference_tails(
     policy: PolicyModel,
     sequences: Sequence[tuple[TurnSample, float]],
+    groups: Sequence[PrefixGroup],
     lengths: list[int],
     size: int,
-    needed: Sequence[int] | None = None,
     at_least: int = 0,
-    share_prefixes: bool = False,
 ) -> list[Tensor]:
     """Per sequence, the reference policy's log-probs of its completion tokens (tail-aligned, no grad); only for
-    the `needed` indices when given (the others are left empty). `at_least` forwards are run, the extra ones on
-    the first sequence and discarded (FSDP: every rank gathers the parameters as often as the others)."""
+    the `groups`' members (the others are left empty). `at_least` forwards are run, the extra ones on the first
+    sequence and discarded (FSDP: every rank gathers the parameters as often as the others)."""
     tails: list[Tensor | None] = [None] * len(sequences)
-    indices = list(range(len(sequences)) if needed is None else needed)
-    groups = group_by_prefix(sequences, indices) if share_prefixes else [PrefixGroup(0, indices)]
     chunks = 0
     for group in groups:
-        prefix = (
-            policy.reference_prefix(sequences[group.members[0]][0].prompt_ids[: group.length]) if group.length else None
-        )
+        prefix = policy.reference_prefix(group.prefix_ids(sequences)) if group.length else None
         for chunk in micro_batches(group.members, [n - group.length for n in lengths], size):
-            samples = [sequences[i] for i in chunk]
-            batch = prefix.batch(samples, policy.pad_id) if prefix else policy.batch(samples)
-            reference = policy.reference_logprobs(batch.to(policy.device), prefix)
+            batch = policy.batch([sequences[i] for i in chunk], prefix)
+            reference = policy.reference_logprobs(batch, prefix)
             chunks += 1
             for row, index in enumerate(chunk):
                 n = len(sequences[index][0].completion_ids)
@@ -128,7 +122,7 @@ class _Plan:
         )
 
     def groups(self, sequences: Sequence[tuple[TurnSample, float]], indices: list[int]) -> list[PrefixGroup]:
-        return group_by_prefix(sequences, indices) if self.share_prefixes else [PrefixGroup(0, indices)]
+        return group_by_prefix(sequences, indices, share=self.share_prefixes)
 
     @property
     def needed(self) -> list[int]:
@@ -170,11 +164,10 @@ def policy_update(
         references = _reference_tails(
             policy,
             sequences,
+            plan.groups(sequences, plan.needed),
             plan.lengths,
             optim.micro_batch_size,
-            plan.needed,
             at_least if plan.sharded else 0,
-            plan.share_prefixes,
         )
     policy.train()
     totals = _Totals()
@@ -223,11 +216,10 @@ def _minibatch_update(
             logp, entropy = policy.logprobs(batch, with_entropy=with_entropy)
             (logp.sum() * 0.0 + (entropy.sum() * 0.0 if entropy is not None else 0.0)).backward()
     for group in plan.groups(sequences, shard):
-        prefix = policy.prefix(sequences[group.members[0]][0].prompt_ids[: group.length]) if group.length else None
+        prefix = policy.prefix(group.prefix_ids(sequences)) if group.length else None
         suffix_lengths = [n - group.length for n in plan.lengths]
         for micro in micro_batches(group.members, suffix_lengths, optim.micro_batch_size):
-            samples = [sequences[i] for i in micro]
-            batch = (prefix.batch(samples, policy.pad_id) if prefix else policy.batch(samples)).to(policy.device)
+            batch = policy.batch([sequences[i] for i in micro], prefix)
             logp, entropy = policy.logprobs(batch, with_entropy=with_entropy, prefix=prefix)
             reference = _stack_tails([references[i] for i in micro], batch.tail, policy.device) if references else None
             loss, metrics = cwrpo_loss(
