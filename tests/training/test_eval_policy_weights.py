@@ -80,3 +80,26 @@ def test_a_journal_started_while_the_server_was_down_resumes_without_a_compariso
     assert main(base_args(played, *args)) == 1  # nothing listens: run failures, no figures
     assert header(out)["policy_weights"] is None
     assert evaluate(played, out, port=port, details=adapter("/a"), resume=True) == 0
+
+
+def test_a_policy_joins_on_resume_a_run_that_had_none_and_is_then_held_to_it(
+    played: Path,  # noqa: F811 (fixture)
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The policy settings describe only the policy's items: a journal with none of them takes a policy on resume
+    (the baselines' items stay, as a workflow file added on resume does), and from then on the run is held to it."""
+    out, port = played / "r", free_port()
+    assert main(base_args(played, "--director", "direct", "--sources", "gsm8k", "--limit", "1", "--out", str(out))) == 0
+    assert header(out)["policy_url"] is None
+
+    weights = adapter("/runs/cwrpo-run7/step-20/adapter")
+    assert evaluate(played, out, port=port, details=weights, resume=True) == 0
+    assert header(out)["policy_weights"] == f"{BASE} + /runs/cwrpo-run7/step-20/adapter"
+    directors = [json.loads(line)["director"] for line in (out / "items.jsonl").read_text().splitlines()[1:]]
+    assert sorted(directors) == ["direct", "policy"]
+    before = (out / "items.jsonl").read_bytes()
+
+    code = evaluate(played, out, port=port, details=adapter("/runs/cwrpo-run6/step-20/adapter"), resume=True)
+    assert code == 2
+    assert "policy_weights" in capsys.readouterr().err
+    assert (out / "items.jsonl").read_bytes() == before

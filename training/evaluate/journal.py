@@ -6,7 +6,9 @@ episode is graded. A kill can at worst leave a truncated last line, which resumi
 runs again). Resuming under a different executor, engine settings or policy, or with a workflow file that
 changed, is refused: mixing two setups' results in one table would be a silent lie. A workflow file may be
 added on resume, like a director: the header then records its digest beside the earlier ones, and keeps the
-digest of a file a resumed run leaves out, so that file cannot come back changed later.
+digest of a file a resumed run leaves out, so that file cannot come back changed later. The policy settings
+describe only the `policy` director's items, so a journal holding none may take a policy on resume (the
+baselines of a long evaluation can run while the policy is still training); from then on it is held to it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from training.evaluate.policy_play import recorded_identity
 from training.evaluate.results import EvalConfig
 
 JOURNAL_NAME = "items.jsonl"
+POLICY_DIRECTOR = "policy"
 JOURNAL_FORMAT = 1
 # The config fields an item's result depends on; the others (concurrency, limit, skip, data paths) only choose
 # which items run, so they may change between a run and its resumption. Likewise the URLs (`mcp_urls`,
@@ -60,6 +63,8 @@ def _located(value: Any) -> Any:
 
 
 _LOCATORS = ("mcp_url", "policy_url")
+# The fields that say which policy played; nothing but the `policy` director's items depends on them.
+_POLICY_FIELDS = ("policy_url", "policy_model", "policy_weights", "policy_play")
 _IDENTITY_DEFAULTS: dict[str, Any] = {
     "workflow_digests": {},
     "engine": _NOT_RECORDED,
@@ -95,7 +100,8 @@ def _digest_mismatches(recorded: dict[str, str], current: dict[str, str]) -> lis
     ]
 
 
-def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[str]:
+def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig, *, policy_played: bool) -> list[str]:
+    """What differs between the journal's recorded settings and this run's; the policy's only if it has played."""
     digests = _digest_mismatches(recorded.get("workflow_digests") or {}, config.workflow_digests)
     current = config.model_dump(mode="json")
     journal = {name: recorded.get(name, _IDENTITY_DEFAULTS.get(name)) for name in IDENTITY_FIELDS}
@@ -106,6 +112,8 @@ def _identity_mismatches(recorded: dict[str, Any], config: EvalConfig) -> list[s
     for name in _COMPARED_WHEN_KNOWN:
         if journal[name] is None or current[name] is None:
             journal[name] = _NOT_RECORDED
+    if not policy_played:
+        journal.update(dict.fromkeys(_POLICY_FIELDS, _NOT_RECORDED))
     return digests + [
         f"{name}: journal {journal[name]!r}, this run {current[name]!r}"
         for name in IDENTITY_FIELDS
@@ -161,14 +169,16 @@ def _read(path: Path, config: EvalConfig) -> tuple[dict[str, str], list[ItemResu
     """The journal's workflow digests and items, after checking the header matches `config`."""
     lines = path.read_text(encoding="utf-8").splitlines()
     header = _header_of(path, lines)
-    mismatches = _identity_mismatches(header.get("config") or {}, config)
+    items = _items_of(path, lines)
+    policy_played = any(item.director == POLICY_DIRECTOR for item in items)
+    mismatches = _identity_mismatches(header.get("config") or {}, config, policy_played=policy_played)
     if mismatches:
         raise JournalError(
             f"{path} was written by a run with other settings ({'; '.join(mismatches)}); "
             "resume with the same settings or choose another --out"
         )
     recorded_digests = (header.get("config") or {}).get("workflow_digests") or {}
-    return dict(recorded_digests), _items_of(path, lines)
+    return dict(recorded_digests), items
 
 
 class ItemJournal:
