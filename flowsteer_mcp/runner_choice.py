@@ -14,6 +14,7 @@ from operators.registry import OperatorRegistry
 
 if TYPE_CHECKING:
     from flowsteer_mcp.engine import WorkflowEngine
+    from flowsteer_mcp.engine.memo_store import MemoStore
     from operators.backends.base import ChatBackend
     from operators.backends.config import EngineConfig
 
@@ -26,13 +27,17 @@ _EXECUTOR_ENV = (
 )
 
 
-def engine_with(registry: OperatorRegistry, backend: ChatBackend, settings: EngineConfig) -> WorkflowEngine:
-    """An engine over `backend` with the `[engine]` settings of a config file (timeouts, re-asks)."""
-    from flowsteer_mcp.engine import WorkflowEngine
+def engine_with(
+    registry: OperatorRegistry, backend: ChatBackend, settings: EngineConfig, *, memo_store: MemoStore | None = None
+) -> WorkflowEngine:
+    """An engine over `backend` with the `[engine]` settings of a config file (timeouts, re-asks); its memo also
+    keeps its entries in `memo_store` when one is given."""
+    from flowsteer_mcp.engine import MemoCache, WorkflowEngine
 
     return WorkflowEngine(
         registry,
         backend,
+        memo=MemoCache(store=memo_store),
         sandbox_timeout_s=settings.sandbox_timeout_s,
         call_timeout_s=settings.call_timeout_s,
         run_timeout_s=settings.run_timeout_s,

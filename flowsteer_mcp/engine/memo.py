@@ -18,13 +18,16 @@ import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import BaseModel, Field
 
 from operators.backends.base import GREEDY, DrawSettings
 from operators.base import OperatorInput, OperatorOutput
+
+if TYPE_CHECKING:
+    from flowsteer_mcp.engine.memo_store import MemoStore
 
 DEFAULT_MEMO_ENTRIES = 2048
 
@@ -99,12 +102,14 @@ class MemoCache:
     """Bounded LRU of node results, shared by every run of one engine (a single event loop uses it).
 
     It also knows which keys are being computed right now (`computing`), so a run that needs a result another
-    run is computing can wait for it instead of asking the executor a second time."""
+    run is computing can wait for it instead of asking the executor a second time. With a `store`, every entry
+    is also written to that file and a miss looks there, so the results outlive the process (`memo_store`)."""
 
-    def __init__(self, max_entries: int = DEFAULT_MEMO_ENTRIES) -> None:
+    def __init__(self, max_entries: int = DEFAULT_MEMO_ENTRIES, *, store: MemoStore | None = None) -> None:
         if max_entries < 1:
             raise ValueError("MemoCache needs room for at least one entry (max_entries >= 1)")
         self.max_entries = max_entries
+        self.store = store
         self._entries: OrderedDict[str, MemoEntry] = OrderedDict()
         self._computing: dict[str, anyio.Event] = {}
         self.hits = 0
@@ -132,33 +137,53 @@ class MemoCache:
 
     def charge(self, key: str, payer: str | None) -> bool:
         """Record that `payer` paid for the entry; True when it had not yet (so it must be charged now)."""
-        entry = self._entries.get(key)
+        entry = self._held(key)
         if entry is None or payer is None or payer in entry.paid_by:
             return False
         entry.paid_by.add(payer)
+        if self.store is not None:
+            self.store.put(key, entry)
         return True
 
     def get(self, key: str) -> MemoEntry | None:
-        entry = self._entries.get(key)
+        entry = self._held(key)
         if entry is None:
             self.misses += 1
             return None
-        self._entries.move_to_end(key)
         self.hits += 1
         return entry.model_copy(deep=True)
 
     def put(self, key: str, entry: MemoEntry) -> None:
         """Store `entry`; which results may be stored is the caller's rule (`NodeCaller._remember`)."""
-        self._entries[key] = entry.model_copy(deep=True)
+        self._hold(key, entry.model_copy(deep=True))
+        if self.store is not None:
+            self.store.put(key, entry)
+
+    def _held(self, key: str) -> MemoEntry | None:
+        """The entry of `key`, from memory, else from the store (then held in memory); None when neither has it."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            return entry
+        found = self.store.get(key) if self.store is not None else None
+        if found is not None:
+            self._hold(key, found)
+        return found
+
+    def _hold(self, key: str, entry: MemoEntry) -> None:
+        self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
     def clear(self) -> None:
+        """Forget the entries held in memory (a store keeps its own)."""
         self._entries.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._entries
+        if key in self._entries:
+            return True
+        return isinstance(key, str) and self.store is not None and self.store.get(key) is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowsteer_mcp.canvas.observation import ObservationBuilder
+from flowsteer_mcp.engine.memo_store import MemoStore
 from flowsteer_mcp.runner_choice import engine_with
 from flowsteer_mcp.server.app import FlowSteerServer, build_server
 from flowsteer_mcp.server.settings import ServerSettings
@@ -24,12 +25,17 @@ def in_process_server(
     *,
     template: Path | str | None = None,
     observer: ObservationBuilder | None = None,
+    memo_store: MemoStore | None = None,
 ) -> FlowSteerServer:
     """A server with the default operators on `backend`; observations from `observer`, else from the `template`
-    file, else the built-in template. Clients reach it with `mcp.Client(server.mcp)`."""
+    file, else the built-in template; memoised results also kept in `memo_store` when given. Clients reach it
+    with `mcp.Client(server.mcp)`."""
     if observer is None:
         observer = ObservationBuilder.from_file(Path(template)) if template else ObservationBuilder.default()
     registry = default_registry()
     return build_server(
-        ServerSettings(), registry=registry, runner=engine_with(registry, backend, engine), observer=observer
+        ServerSettings(),
+        registry=registry,
+        runner=engine_with(registry, backend, engine, memo_store=memo_store),
+        observer=observer,
     )

@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 from mcp import Client
 
-from flowsteer_mcp.engine import WorkflowEngine
+from flowsteer_mcp.engine import MemoCache, WorkflowEngine
+from flowsteer_mcp.engine.memo_store import MemoStore
 from flowsteer_mcp.server import ServerSettings, build_server
 from flowsteer_mcp.store.memory import MemoryStore
 from operators.backends.config import MemoScope
@@ -86,3 +89,28 @@ async def test_charged_scope_makes_each_call_once_and_charges_every_workflow(reg
     assert requests == requests_alone
     _, requests_unshared = await concurrent_runs(registry, "workflow", 3)
     assert requests_unshared == 3 * requests_alone
+
+
+async def test_a_memo_file_shares_calls_with_a_later_process_and_still_charges_them(
+    registry: OperatorRegistry, tmp_path: Path
+) -> None:
+    """A second engine on the same memo file (what a resumed evaluation runs) makes none of the calls the first
+    made, and its workflow is charged what they cost, as under `charged` in one process."""
+    path = tmp_path / "memo.sqlite"
+    seen: list[tuple[int, int]] = []
+    for _ in range(2):
+        backend = ScriptedBackend(rules=[lambda request: "The answer is \\boxed{42}."])
+        store = MemoStore(path)
+        engine = WorkflowEngine(registry, backend, memo=MemoCache(store=store), memo_scope="charged")
+        server = build_server(ServerSettings(), registry=registry, runner=engine, store=MemoryStore())
+        async with Client(server.mcp) as client:
+            tools = ToolCaller(client)
+            created = await tools.ok(
+                "import_workflow", spec="Custom{4} -> ScEnsemble", task="What is 6 * 7?", task_type="math"
+            )
+            execution = (await tools.ok("run_workflow", workflow_id=created["workflow_id"]))["execution"]
+        store.close()
+        seen.append((execution["tokens"], len(backend.requests)))
+    (tokens, requests), (later_tokens, later_requests) = seen
+    assert tokens > 0 and requests > 0
+    assert (later_tokens, later_requests) == (tokens, 0)

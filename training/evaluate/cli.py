@@ -25,6 +25,7 @@ from flowsteer_mcp.logs import configure_logging
 if TYPE_CHECKING:
     from flowsteer_mcp.api import FlowSteerServer
     from flowsteer_mcp.director.episode import Director
+    from flowsteer_mcp.engine.memo_store import MemoStore
     from operators.backends.base import ChatBackend
     from operators.backends.config import EngineConfig
     from training.data import Problem
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 RUN_FAILED = 1  # the command ran but some of its work failed (e.g. episodes that did not run): no figures
 USAGE_ERROR = 2
+MEMO_FILE_NAME = "memo.sqlite"  # the run's shared draws, beside its journal (`_shared_draws`)
 
 
 def _whole_number_from(minimum: int) -> Callable[[str], int]:
@@ -435,7 +437,9 @@ async def _policy_weights(args: argparse.Namespace, run: _Run, shipped: ShippedP
     return None
 
 
-def _canvas(args: argparse.Namespace, run: _Run) -> tuple[MakeClient, FlowSteerServer | None]:
+def _canvas(
+    args: argparse.Namespace, run: _Run, memo_store: MemoStore | None
+) -> tuple[MakeClient, FlowSteerServer | None]:
     """The MCP clients the episodes use: the remote fleet, or an in-process server on the run's executor."""
     from flowsteer_mcp.api import in_process_server
     from training.evaluate.clients import in_process_clients, remote_clients
@@ -445,7 +449,7 @@ def _canvas(args: argparse.Namespace, run: _Run) -> tuple[MakeClient, FlowSteerS
         return remote_clients(args.mcp_url, token), None
     assert run.backend is not None
     template = run.play.system_template if run.play is not None else None
-    server = in_process_server(run.backend, run.engine, template=template)
+    server = in_process_server(run.backend, run.engine, template=template, memo_store=memo_store)
     return in_process_clients(server.mcp), server
 
 
@@ -484,6 +488,23 @@ def _eval_config(
     )
 
 
+def _shared_draws(args: argparse.Namespace, run: _Run, out: Path) -> Path | None:
+    """The file that keeps the run's shared draws across resumes: `OUT/memo.sqlite`, for an in-process canvas
+    under `memo_scope = "charged"` (the scope whose workflows are judged on the same draws); else None.
+
+    A new run refuses a folder that already holds one: its draws belong to an earlier run's journal."""
+    from flowsteer_mcp.engine.memo_store import MemoStoreError
+
+    if args.mcp_url or run.engine.memo_scope != "charged":
+        return None
+    path = out / MEMO_FILE_NAME
+    if not args.resume and path.exists():
+        raise MemoStoreError(
+            f"{path} holds the shared draws of an earlier run: pass --resume to continue it, or choose another --out"
+        )
+    return path
+
+
 def _refused(error: BaseException) -> int:
     print(f"flowsteer eval: error: {error}", file=sys.stderr)
     return USAGE_ERROR
@@ -492,6 +513,7 @@ def _refused(error: BaseException) -> int:
 async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> int:
     """Prepare, check the policy's weights, open the journal, run every episode, then report (or say what did
     not run and exit non-zero without figures)."""
+    from flowsteer_mcp.engine.memo_store import MemoStore, MemoStoreError
     from operators.backends.config import ConfigError
     from training.data import DatasetError
     from training.evaluate.journal import ItemJournal, JournalError
@@ -509,14 +531,16 @@ async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> 
     except PolicyServerError as error:
         await _close_eval_resources(run.directors, run.backend, None)
         return _refused(error)
-    make_client, server = _canvas(args, run)
-    config = _eval_config(args, run, shipped, weights, in_process=server is not None)
+    config = _eval_config(args, run, shipped, weights, in_process=not args.mcp_url)
     out = args.out or Path("flowsteer-eval") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     try:
+        shared_draws = _shared_draws(args, run, out)
         journal, done = ItemJournal.open(out, config, resume=args.resume)
-    except (JournalError, OSError) as error:
-        await _close_eval_resources(run.directors, run.backend, server)
+    except (JournalError, MemoStoreError, OSError) as error:
+        await _close_eval_resources(run.directors, run.backend, None)
         return _refused(error)
+    memo_store = MemoStore(shared_draws) if shared_draws is not None else None
+    make_client, server = _canvas(args, run, memo_store)
     try:
         report = await evaluate(
             run.problems,
@@ -532,6 +556,8 @@ async def _evaluate(args: argparse.Namespace, shipped: ShippedPolicy | None) -> 
     finally:
         journal.close()
         await _close_eval_resources(run.directors, run.backend, server)
+        if memo_store is not None:
+            memo_store.close()
     failures = run_failures(report.items)
     if failures:
         print(run_failure_message(failures, len(report.items), journal.path), file=sys.stderr)
