@@ -20,6 +20,7 @@ class TurnRecord(BaseModel):
     completion: str  # raw text sampled from the policy (thinking included)
     sent: str  # what was passed to `act` (thinking stripped)
     reasked: bool = False
+    resampled: bool = False  # greedy repeated the turn refused just before; a sample was sent instead
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None

@@ -1,8 +1,8 @@
 """The `policy` director: an LLM (FlowSteer-8b or any chat model) drives the canvas through `act`.
 
 Per round it builds the observation with the shared ObservationBuilder, samples one turn, strips its reasoning
-(`operators.parsing.strip_think`), re-asks once (thinking off) when an action turn contains no action, and sends
-the text to `act`. A turn that never closes its `<think>` block is sent as is and the canvas rejects it as an
+(`operators.parsing.strip_think`), re-asks once (thinking off) when an action turn contains no action, samples
+instead when a greedy turn repeats the turn the canvas just refused, and sends the text to `act`. A turn that never closes its `<think>` block is sent as is and the canvas rejects it as an
 invalid turn (the canvas applies the same rule, so the policy cannot slip an action past it). Every turn is
 recorded with its prompt, completion, token ids and log-probs (when the server returns them) and the feedback.
 """
@@ -28,6 +28,10 @@ from operators.registry import OperatorRegistry, default_registry
 
 REASK = "Output exactly one action now, as tags (for example <action>add</action><operator>Custom</operator>), with no thinking."
 REASK_MAX_TOKENS = 128  # the re-ask wants one action tag, never a long answer
+# A greedy director whose turn repeats the one the canvas just refused samples that turn at this temperature (the
+# rollouts' temperature in the training configs): a refusal leaves the canvas as it was, so greedy decoding would
+# write the same refused turn in every remaining round.
+RESAMPLE_TEMPERATURE = 1.0
 _ACTION_TAG = re.compile(r"<action>|\[action\]", re.IGNORECASE)
 
 
@@ -109,8 +113,12 @@ class PolicyDirector:
             feedback: str | None = None
             history: list[dict[str, str]] | None = [{"role": "system", "content": system}] if self.transcript else None
             done = False
+            refused: str | None = None
             while not done:
-                record, step = await self._round(link, workflow_id, task, state, system, feedback, history)
+                record, step = await self._round(
+                    link, workflow_id, task, state, system, feedback, history, refused=refused
+                )
+                refused = record.sent if record.kind == "action" and not record.ok else None
                 result.records.append(record)
                 result = add_usage(result, step)
                 result.policy_tokens += record.policy_prompt_tokens + record.policy_completion_tokens
@@ -121,6 +129,11 @@ class PolicyDirector:
         except CanvasCallError as error:
             result = result.model_copy(update={"error": str(error)})
         return result.model_copy(update={"wall_s": time.monotonic() - started})
+
+    def _repeats_refusal(self, sent: str | None, refused: str | None) -> bool:
+        """Whether a greedy turn is the refused turn of the round before, which the canvas would refuse again."""
+        greedy = self.sampling.temperature == 0
+        return greedy and sent is not None and refused is not None and sent.strip() == refused.strip()
 
     def _system_prompt(self) -> str:
         options = CanvasOptions.model_validate(self.canvas_options)  # the finish gate the server will apply
@@ -135,8 +148,11 @@ class PolicyDirector:
         system: str,
         feedback: str | None,
         history: list[dict[str, str]] | None = None,
+        *,
+        refused: str | None = None,
     ) -> tuple[TurnRecord, dict[str, Any]]:
-        """One turn. With `history` (transcript mode) the turn's user message and reply are appended to it."""
+        """One turn. With `history` (transcript mode) the turn's user message and reply are appended to it.
+        `refused` is the action turn the canvas refused in the round before, if it did."""
         prompt_turn = state.awaiting_prompt_for is not None
         if prompt_turn:
             user = self.observer.prompt_turn(task, state, self.registry)
@@ -164,6 +180,19 @@ class PolicyDirector:
                 prefix=self.sampling.action_prefix,
             )
             sent, reasked = visible_text(generation), True
+        resampled = not prompt_turn and self._repeats_refusal(sent, refused)
+        if resampled:
+            sampled = self.sampling.model_copy(update={"temperature": RESAMPLE_TEMPERATURE, "top_p": 1.0})
+            generation = await generate(
+                self.client,
+                self.model,
+                messages,
+                sampled,
+                max_tokens=self.sampling.max_action_tokens,
+                thinking=self.sampling.enable_thinking,
+                prefix=self.sampling.action_prefix,
+            )
+            sent = visible_text(generation)
         if history is not None:  # the re-asked version replaces the first: only what the policy kept is history
             history += [{"role": "user", "content": user}, {"role": "assistant", "content": generation.text}]
         # An unclosed think block (sent is None) goes to `act` as written: the canvas reports it to the policy.
@@ -176,6 +205,7 @@ class PolicyDirector:
             completion=generation.text,
             sent=sent if sent is not None else generation.text,
             reasked=reasked,
+            resampled=resampled,
             prompt_token_ids=generation.prompt_token_ids,
             completion_token_ids=generation.completion_token_ids,
             completion_logprobs=generation.completion_logprobs,

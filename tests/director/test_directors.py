@@ -13,7 +13,7 @@ from flowsteer_mcp.canvas.options import TaskSpec
 from flowsteer_mcp.director.direct import DirectDirector, with_task_imports
 from flowsteer_mcp.director.generation import PolicySampling
 from flowsteer_mcp.director.library import DEFAULT_WORKFLOW, library_workflow
-from flowsteer_mcp.director.policy import REASK, PolicyDirector
+from flowsteer_mcp.director.policy import REASK, RESAMPLE_TEMPERATURE, PolicyDirector
 from flowsteer_mcp.director.template import TemplateDirector
 from flowsteer_mcp.server import build_server
 from operators.backends.scripted import ScriptedBackend
@@ -206,3 +206,38 @@ async def test_a_failed_final_run_is_reported_as_the_episode_error() -> None:
         result = await TemplateDirector().run(TASK, client)
     assert result.answer is None and result.finished
     assert result.error == "the final run produced no answer: node_2 (Programmer): no code in the reply"
+
+
+async def test_a_greedy_director_samples_instead_of_resending_a_turn_the_canvas_just_refused() -> None:
+    """Greedy decoding after a refusal writes the refused turn again (the canvas did not change), so the episode
+    would spend every round on one refusal; the director samples that turn instead (RESAMPLE_TEMPERATURE)."""
+
+    def greedy_votes_first(body: dict[str, Any]) -> StubReply:
+        observation = body["messages"][-1]["content"]
+        if "Custom" in observation and "node" in observation.lower():
+            return completion("<action>finish</action>")
+        if body["temperature"] == 0:
+            return completion("<action>add</action><operator>ScEnsemble</operator>")
+        return completion("<action>add</action><operator>Custom</operator>")
+
+    server = build_server(runner=ScriptedRunner(answer=lambda graph, task: "42"))
+    with OpenAIStub(responder=greedy_votes_first) as stub:
+        director = PolicyDirector.from_url(
+            stub.base_url,
+            "policy",
+            sampling=PolicySampling(temperature=0.0, top_p=1.0, top_k=None),
+            canvas_options={"finish": "relaxed", "max_rounds": 3, "prompt_turns": False},
+            reask=False,
+        )
+        async with Client(server.mcp) as client:
+            result = await director.run(TASK, client)
+        temperatures = [r.body["temperature"] for r in stub.chat_requests]
+    assert [r.sent for r in result.records] == [
+        "<action>add</action><operator>ScEnsemble</operator>",  # refused: nothing to vote on yet
+        "<action>add</action><operator>Custom</operator>",  # greedy repeated the refusal; the sample went instead
+        "<action>finish</action>",
+    ]
+    assert [r.ok for r in result.records] == [False, True, True]
+    assert [r.resampled for r in result.records] == [False, True, False]
+    assert temperatures == [0, 0, RESAMPLE_TEMPERATURE, 0]
+    assert result.finished and result.answer == "42" and result.dsl == "Custom"
