@@ -14,11 +14,12 @@ import sqlite3
 from pathlib import Path
 
 from flowsteer_mcp.engine.memo import MemoEntry
+from flowsteer_mcp.errors import FlowSteerError
 
 MEMO_STORE_FORMAT = 1
 
 
-class MemoStoreError(RuntimeError):
+class MemoStoreError(FlowSteerError, RuntimeError):
     """A memo file that cannot be opened or is not a memo file; the message names the file and what to do."""
 
 
