@@ -2,9 +2,10 @@
 
 Per round it builds the observation with the shared ObservationBuilder, samples one turn, strips its reasoning
 (`operators.parsing.strip_think`), re-asks once (thinking off) when an action turn contains no action, samples
-instead when a greedy turn repeats the turn the canvas just refused, and sends the text to `act`. A turn that never closes its `<think>` block is sent as is and the canvas rejects it as an
-invalid turn (the canvas applies the same rule, so the policy cannot slip an action past it). Every turn is
-recorded with its prompt, completion, token ids and log-probs (when the server returns them) and the feedback.
+instead when a greedy turn repeats the turn the canvas just refused, and sends the text to `act`. A turn that
+never closes its `<think>` block is sent as is and the canvas rejects it as an invalid turn (the canvas applies
+the same rule, so the policy cannot slip an action past it). Every turn is recorded with its prompt, completion,
+token ids and log-probs (when the server returns them) and the feedback.
 """
 
 from __future__ import annotations
